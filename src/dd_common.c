@@ -1,0 +1,71 @@
+/*
+ * Error strings and time helpers used across modules.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "dd_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+const char *dd_err2str(dd_err_t err)
+{
+    switch (err) {
+    case DD_OK:
+        return "success";
+    case DD_ERR_RETRIABLE:
+        return "retriable error";
+    case DD_ERR_PERMANENT:
+        return "permanent error";
+    case DD_ERR_FATAL:
+        return "fatal error";
+    case DD_ERR_CONFIG:
+        return "configuration error";
+    case DD_ERR_NOMEM:
+        return "out of memory";
+    case DD_ERR_ARG:
+        return "invalid argument";
+    case DD_ERR_IO:
+        return "I/O error";
+    }
+    return "unknown error";
+}
+
+void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!errstr || errstr_size == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errstr, errstr_size, fmt, ap);
+    va_end(ap);
+}
+
+int64_t dd_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int dd_sleep_ms(int64_t ms, volatile const int *stop)
+{
+    int64_t end = dd_now_ms() + ms;
+
+    for (;;) {
+        int64_t left = end - dd_now_ms();
+        struct timespec ts;
+
+        if (stop && *stop)
+            return 1;
+        if (left <= 0)
+            return 0;
+        if (left > 50)
+            left = 50; /* wake up regularly to notice *stop */
+        ts.tv_sec = left / 1000;
+        ts.tv_nsec = (left % 1000) * 1000000;
+        nanosleep(&ts, NULL);
+    }
+}

@@ -1,0 +1,40 @@
+/*
+ * Error codes and small helpers shared by every dedupd module.
+ *
+ * Every failure is classified once, where it happens, as retriable (try the
+ * same work again later), permanent (this input can never succeed: dead-letter
+ * it) or fatal (shut down cleanly, exit non-zero). Callers branch on the
+ * class, never on library-specific error numbers.
+ */
+#ifndef DD_COMMON_H
+#define DD_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    DD_OK = 0,
+    DD_ERR_RETRIABLE = -1, /* deadlock, lost connection, broker hiccup */
+    DD_ERR_PERMANENT = -2, /* bad input, handler reject: dead-letter it */
+    DD_ERR_FATAL = -3,     /* shut down cleanly, exit non-zero */
+    DD_ERR_CONFIG = -4,    /* bad configuration value or file */
+    DD_ERR_NOMEM = -5,
+    DD_ERR_ARG = -6, /* bad argument from the caller */
+    DD_ERR_IO = -7,  /* file or socket error */
+} dd_err_t;
+
+const char *dd_err2str(dd_err_t err);
+
+/* snprintf into errstr, safe with errstr == NULL or errstr_size == 0. */
+void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Monotonic clock in milliseconds. */
+int64_t dd_now_ms(void);
+
+/* Sleep for ms milliseconds, waking early (returning 1) once *stop is set. */
+int dd_sleep_ms(int64_t ms, volatile const int *stop);
+
+#define DD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif /* DD_COMMON_H */

@@ -1,0 +1,107 @@
+/*
+ * Configuration: one schema table drives parsing, validation, defaults, the
+ * --help-config text and the example file. Values come from a libconfig file
+ * and may be overridden by DEDUPD_<SECTION>_<NAME> environment variables
+ * (for containers). Every error names file:line (or the variable).
+ *
+ * The struct is public to the other modules because they read many fields;
+ * only dd_conf.c writes it.
+ */
+#ifndef DD_CONF_H
+#define DD_CONF_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <libconfig.h>
+
+typedef struct dd_conf_s {
+    char *path; /* the file that was loaded */
+    char *dir;  /* its directory, for relative paths */
+
+    struct {
+        char *brokers;
+        char *group;
+        char **topics;
+        int topic_cnt;
+        char **properties; /* "name=value", handed to librdkafka as is */
+        int property_cnt;
+    } kafka;
+
+    struct {
+        char *host;
+        int port;
+        char *socket;   /* NULL: TCP to host:port */
+        char *user;
+        char *password; /* resolved from password, password_env or password_file; never logged */
+        char *database;
+        int connect_timeout_s;
+    } mysql;
+
+    struct {
+        char *key;     /* key template, e.g. "pay:${merchant_id}:${order_no}" */
+        char **hash;   /* paths the request hash covers; empty: whole payload */
+        int hash_cnt;
+        int64_t ttl_s; /* how long a key is remembered */
+        char *table;   /* dedup table name, [A-Za-z0-9_]+ */
+        int retry_failed;
+        int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
+    } dedup;
+
+    struct {
+        char *path; /* absolute, or relative to the config file's directory resolved */
+        const config_setting_t *config; /* the handler's own group, or NULL */
+    } handler;
+
+    struct {
+        char *topic; /* NULL: "<source topic>.dlq" */
+    } dlq;
+
+    struct {
+        int max_messages;
+        int max_wait_ms;
+        int max_inflight; /* messages polled but not yet committed, all lanes together */
+    } batch;
+
+    struct {
+        int backoff_initial_ms;
+        int backoff_max_ms;
+        int max_attempts; /* handler RETRY attempts before dead-letter; 0: unlimited */
+    } retry;
+
+    int workers;
+    int shutdown_timeout_ms;
+
+    struct {
+        char *listen; /* "host:port" or NULL for no HTTP endpoint */
+    } http;
+
+    struct {
+        int level;  /* dd_log_level_t */
+        int format; /* dd_log_format_t */
+    } log;
+
+    struct {
+        int64_t interval_s; /* 0: no background purge */
+        int batch;
+    } purge;
+
+    config_t *lc; /* libconfig tree, kept alive for handler.config */
+} dd_conf_t;
+
+/* Loads and validates path. On failure *confp is NULL and errstr says
+ * "file:line: what is wrong". */
+int dd_conf_load(dd_conf_t **confp, const char *path, char *errstr, size_t errstr_size);
+void dd_conf_destroy(dd_conf_t *conf);
+
+/* The dead-letter topic for messages from source topic `topic`, written to out. */
+const char *dd_conf_dlq_topic(const dd_conf_t *conf, const char *topic, char *out, size_t out_size);
+
+/* Writes the reference of every setting (name, type, default, description). */
+void dd_conf_print_reference(FILE *out);
+
+/* Parses "7d", "12h", "30m", "45s", "250ms" or a plain number of seconds into
+ * milliseconds. Returns 0 or -1. */
+int dd_conf_parse_duration_ms(const char *s, int64_t *ms);
+
+#endif /* DD_CONF_H */

@@ -1,0 +1,33 @@
+/*
+ * Handler plugins: dlopen, ABI check, and the calls into the plugin.
+ *
+ * A handler that was built for another ABI version, or that lacks the
+ * dedupd_handler_v1 symbol or a handle function, is refused at load with a
+ * message naming the file and the versions, before anything else happens.
+ */
+#ifndef DD_HANDLER_H
+#define DD_HANDLER_H
+
+#include <stddef.h>
+
+#include "dedupd/handler.h"
+
+typedef struct dd_handler_s dd_handler_t;
+
+/* Loads path, checks the ABI and calls init(conf). conf may be NULL. */
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf,
+                    char *errstr, size_t errstr_size);
+const char *dd_handler_name(const dd_handler_t *h);
+/* Calls the optional migrate. Returns 0 or DD_ERR_FATAL with errstr. */
+int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size);
+
+/* Calls handle() with res zeroed first. Sets *broken_txn when the
+ * connection is no longer inside a transaction afterwards (the handler
+ * committed, rolled back or changed autocommit: a handler bug). An
+ * out-of-range status is turned into DEDUPD_REJECT with an error. */
+dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
+                                dedupd_result *res, int *broken_txn);
+/* Calls fini and dlclose. Safe with NULL. */
+void dd_handler_destroy(dd_handler_t *h);
+
+#endif /* DD_HANDLER_H */

@@ -1,0 +1,145 @@
+/*
+ * Log line formatting. Lines are written with a single fputs under stdio's
+ * own lock, so lines from several threads never interleave.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "dd_log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+volatile int dd_log_level_cur = DD_LOG_INFO;
+static dd_log_format_t dd_log_format = DD_LOG_FMT_LOGFMT;
+
+static const char *const dd_log_level_names[] = {"error", "warn", "info", "debug"};
+
+void dd_log_setup(dd_log_level_t level, dd_log_format_t format)
+{
+    dd_log_level_cur = (int)level;
+    dd_log_format = format;
+}
+
+int dd_log_level_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, dd_log_level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int dd_log_format_parse(const char *name)
+{
+    if (strcmp(name, "logfmt") == 0)
+        return DD_LOG_FMT_LOGFMT;
+    if (strcmp(name, "json") == 0)
+        return DD_LOG_FMT_JSON;
+    return -1;
+}
+
+/* Appends s quoted for the current format; both formats escape " and \. */
+static size_t dd_log_quote(char *out, size_t pos, size_t size, const char *s)
+{
+    if (pos + 1 < size)
+        out[pos++] = '"';
+    for (; *s && pos + 8 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[pos++] = '\\';
+            out[pos++] = (char)c;
+        } else if (c < 0x20) {
+            pos += (size_t)snprintf(out + pos, size - pos, "\\u%04x", c);
+        } else {
+            out[pos++] = (char)c;
+        }
+    }
+    if (pos + 1 < size)
+        out[pos++] = '"';
+    out[pos] = '\0';
+    return pos;
+}
+
+static size_t dd_log_field(char *out, size_t pos, size_t size, const char *name, const char *val,
+                           int quote)
+{
+    if (pos + 4 >= size)
+        return pos;
+    if (dd_log_format == DD_LOG_FMT_JSON) {
+        pos += (size_t)snprintf(out + pos, size - pos, "%s\"%s\":", pos > 1 ? "," : "", name);
+        if (pos >= size)
+            return size - 1;
+        if (quote)
+            return dd_log_quote(out, pos, size, val);
+        pos += (size_t)snprintf(out + pos, size - pos, "%s", val);
+    } else {
+        pos += (size_t)snprintf(out + pos, size - pos, "%s%s=", pos > 0 ? " " : "", name);
+        if (pos >= size)
+            return size - 1;
+        if (quote)
+            return dd_log_quote(out, pos, size, val);
+        pos += (size_t)snprintf(out + pos, size - pos, "%s", val);
+    }
+    return pos < size ? pos : size - 1;
+}
+
+static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partition,
+                        int64_t offset, const char *biz_key, const char *text)
+{
+    char line[4096], ts[40], num[32];
+    struct timeval tv;
+    struct tm tm;
+    size_t pos = 0;
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(ts + strlen(ts), sizeof(ts) - strlen(ts), ".%03dZ", (int)(tv.tv_usec / 1000));
+
+    if (dd_log_format == DD_LOG_FMT_JSON)
+        line[pos++] = '{';
+    line[pos] = '\0';
+    pos = dd_log_field(line, pos, sizeof(line), "ts", ts, 1);
+    pos = dd_log_field(line, pos, sizeof(line), "level", dd_log_level_names[level],
+                       dd_log_format == DD_LOG_FMT_JSON);
+    if (topic) {
+        pos = dd_log_field(line, pos, sizeof(line), "topic", topic, 1);
+        snprintf(num, sizeof(num), "%d", (int)partition);
+        pos = dd_log_field(line, pos, sizeof(line), "partition", num, 0);
+        snprintf(num, sizeof(num), "%lld", (long long)offset);
+        pos = dd_log_field(line, pos, sizeof(line), "offset", num, 0);
+    }
+    if (biz_key)
+        pos = dd_log_field(line, pos, sizeof(line), "key", biz_key, 1);
+    pos = dd_log_field(line, pos, sizeof(line), "msg", text, 1);
+    if (dd_log_format == DD_LOG_FMT_JSON && pos + 2 < sizeof(line))
+        line[pos++] = '}';
+    if (pos + 1 < sizeof(line))
+        line[pos++] = '\n';
+    line[pos] = '\0';
+    fputs(line, stderr);
+}
+
+void dd_log_write(dd_log_level_t level, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    dd_log_emit(level, NULL, 0, 0, NULL, text);
+}
+
+void dd_log_msg_write(dd_log_level_t level, const char *topic, int32_t partition, int64_t offset,
+                      const char *biz_key, const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    dd_log_emit(level, topic, partition, offset, biz_key, text);
+}

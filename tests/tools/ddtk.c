@@ -1,0 +1,1 @@
+/* stub */ int main(void){return 0;}
