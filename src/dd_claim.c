@@ -1,1 +1,236 @@
-/* stub: being written */
+/*
+ * Claim statements (see dd_claim.h for the protocol). Statements are built
+ * as text with hex literals for binary values and Connector/C escaping for
+ * text, into a buffer reused across batches.
+ */
+#include "dd_claim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+
+/* Keys per statement: keeps statements well under max_allowed_packet. */
+#define DD_CLAIM_CHUNK 1000
+
+int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b)
+{
+    size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
+    int c = memcmp(a->key, b->key, n);
+
+    if (c)
+        return c;
+    return (a->key_len > b->key_len) - (a->key_len < b->key_len);
+}
+
+static int dd_claim_qcmp(const void *a, const void *b)
+{
+    return dd_claim_cmp(*(dd_claim_t *const *)a, *(dd_claim_t *const *)b);
+}
+
+/* Equal keys keep their array order (claims point into one array in
+ * offset order), so the first copy of a key leads its group. */
+static int dd_claim_qcmp_stable(const void *a, const void *b)
+{
+    const dd_claim_t *ca = *(dd_claim_t *const *)a, *cb = *(dd_claim_t *const *)b;
+    int c = dd_claim_cmp(ca, cb);
+
+    return c ? c : (ca > cb) - (ca < cb);
+}
+
+void dd_claim_sort(dd_claim_t **claims, size_t n)
+{
+    qsort(claims, n, sizeof(*claims), dd_claim_qcmp_stable);
+}
+
+static int dd_claim_fail(dd_db_t *db, const char *what, char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+    unsigned int err = mysql ? mysql_errno(mysql) : 2006;
+
+    dd_errstr_set(errstr, errstr_size, "%s: %u: %s", what, err,
+                  mysql ? mysql_error(mysql) : "not connected");
+    return dd_db_classify(err);
+}
+
+static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
+                           size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
+                           size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+
+    dd_buf_reset(sql);
+    dd_buf_printf(sql,
+                  "INSERT INTO `%s` (biz_key, request_hash, status, attempts, claim_token, owner,"
+                  " lease_until, topic, kpartition, koffset, expire_at) VALUES ",
+                  opts->table);
+    for (size_t i = 0; i < n; i++) {
+        dd_claim_t *c = claims[i];
+        dd_buf_puts(sql, i ? ",(" : "(");
+        dd_buf_hex(sql, c->key, c->key_len);
+        dd_buf_puts(sql, ",");
+        dd_buf_hex(sql, c->hash, DD_HASH_LEN);
+        dd_buf_puts(sql, ",0,0,");
+        dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
+        dd_buf_puts(sql, ",");
+        dd_buf_quote(sql, mysql, opts->owner, strlen(opts->owner));
+        dd_buf_printf(sql, ",NOW(6) + INTERVAL %d SECOND,", opts->lease_s);
+        dd_buf_quote(sql, mysql, c->topic, strlen(c->topic));
+        dd_buf_printf(sql, ",%d,%lld,NOW(6) + INTERVAL %lld SECOND)", (int)c->partition,
+                      (long long)c->offset, (long long)opts->ttl_s);
+    }
+    /* Existing rows keep their token (a no-op that still locks them) unless
+     * they may be taken over: a failed row with the same request hash when
+     * retry_failed is on, or a processing row whose lease ran out. Later
+     * assignments see the new claim_token, so they follow it. */
+    dd_buf_printf(sql,
+                  " ON DUPLICATE KEY UPDATE claim_token = IF(request_hash = VALUES(request_hash)"
+                  " AND ((status = 2 AND %d) OR (status = 0 AND lease_until < NOW(6))),"
+                  " VALUES(claim_token), claim_token),"
+                  " owner = IF(claim_token = VALUES(claim_token), VALUES(owner), owner),"
+                  " lease_until = IF(claim_token = VALUES(claim_token), VALUES(lease_until),"
+                  " lease_until)",
+                  opts->retry_failed ? 1 : 0);
+    if (sql->oom) {
+        dd_errstr_set(errstr, errstr_size, "out of memory building the claim statement");
+        return DD_ERR_FATAL;
+    }
+    if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
+        return dd_claim_fail(db, "claim insert", errstr, errstr_size);
+    return DD_OK;
+}
+
+static dd_claim_t *dd_claim_find(dd_claim_t **claims, size_t n, const char *key, size_t len)
+{
+    dd_claim_t probe = {.key = key, .key_len = len}, *pp = &probe, **found;
+
+    found = bsearch(&pp, claims, n, sizeof(*claims), dd_claim_qcmp);
+    return found ? *found : NULL;
+}
+
+static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
+                             size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
+                             size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    size_t seen = 0;
+
+    dd_buf_reset(sql);
+    dd_buf_puts(sql, "SELECT biz_key, request_hash, status, claim_token = ");
+    dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
+    dd_buf_printf(sql, ", error FROM `%s` WHERE biz_key IN (", opts->table);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            dd_buf_puts(sql, ",");
+        dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
+    }
+    dd_buf_puts(sql, ")");
+    if (sql->oom) {
+        dd_errstr_set(errstr, errstr_size, "out of memory building the claim read-back");
+        return DD_ERR_FATAL;
+    }
+    if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0 ||
+        !(res = mysql_store_result(mysql)))
+        return dd_claim_fail(db, "claim read-back", errstr, errstr_size);
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        dd_claim_t *c = dd_claim_find(claims, n, row[0], len[0]);
+        if (!c)
+            continue;
+        seen++;
+        c->mine = row[3] && row[3][0] == '1';
+        c->row_status = atoi(row[2]);
+        if (len[1] == DD_HASH_LEN)
+            memcpy(c->row_hash, row[1], DD_HASH_LEN);
+        snprintf(c->row_error, sizeof(c->row_error), "%s", row[4] ? row[4] : "");
+    }
+    mysql_free_result(res);
+    if (seen != n) {
+        /* Every key was just inserted or locked; a missing row means the
+         * table changed under us (dropped, truncated). Replay the batch. */
+        dd_errstr_set(errstr, errstr_size, "claim read-back found %zu of %zu keys", seen, n);
+        return DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_buf_t *sql, char *errstr,
+                     size_t errstr_size)
+{
+    int rc;
+
+    for (size_t i = 0; i < n; i++) {
+        claims[i]->mine = 0;
+        claims[i]->row_status = -1;
+    }
+    for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
+        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
+        rc = dd_claim_insert(db, opts, claims + off, cnt, token, sql, errstr, errstr_size);
+        if (!rc)
+            rc = dd_claim_readback(db, opts, claims + off, cnt, token, sql, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
+    return DD_OK;
+}
+
+static void dd_claim_finish_row(dd_buf_t *sql, MYSQL *mysql, const dd_claim_t *c)
+{
+    dd_buf_puts(sql, "(");
+    dd_buf_hex(sql, c->key, c->key_len);
+    dd_buf_puts(sql, ",");
+    dd_buf_hex(sql, c->hash, DD_HASH_LEN);
+    dd_buf_printf(sql, ",%d,", c->result_status);
+    if (c->response)
+        dd_buf_quote(sql, mysql, c->response, strlen(c->response));
+    else
+        dd_buf_puts(sql, "NULL");
+    dd_buf_puts(sql, ",");
+    if (c->error)
+        dd_buf_quote(sql, mysql, c->error, strnlen(c->error, 1000));
+    else
+        dd_buf_puts(sql, "NULL");
+    dd_buf_puts(sql, ",");
+    dd_buf_quote(sql, mysql, c->topic, strlen(c->topic));
+    dd_buf_printf(sql, ",%d,%lld,NOW(6))", (int)c->partition, (long long)c->offset);
+}
+
+int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
+                    dd_buf_t *sql, char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+
+    for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
+        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
+        dd_buf_reset(sql);
+        dd_buf_printf(sql,
+                      "INSERT INTO `%s` (biz_key, request_hash, status, response, error, topic,"
+                      " kpartition, koffset, expire_at) VALUES ",
+                      opts->table);
+        for (size_t i = 0; i < cnt; i++) {
+            if (i)
+                dd_buf_puts(sql, ",");
+            dd_claim_finish_row(sql, mysql, claims[off + i]);
+        }
+        /* Every row exists and is locked by this transaction: this only
+         * updates. One statement instead of one UPDATE per key. */
+        dd_buf_printf(sql,
+                      " ON DUPLICATE KEY UPDATE status = VALUES(status),"
+                      " response = VALUES(response), error = VALUES(error),"
+                      " attempts = attempts + 1, claim_token = NULL, owner = NULL,"
+                      " lease_until = NULL, updated_at = NOW(6),"
+                      " expire_at = NOW(6) + INTERVAL %lld SECOND",
+                      (long long)opts->ttl_s);
+        if (sql->oom) {
+            dd_errstr_set(errstr, errstr_size, "out of memory building the finish statement");
+            return DD_ERR_FATAL;
+        }
+        if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
+            return dd_claim_fail(db, "claim finish", errstr, errstr_size);
+    }
+    return DD_OK;
+}

@@ -36,6 +36,8 @@ typedef struct dd_conf_s {
         char *password; /* resolved from password, password_env or password_file; never logged */
         char *database;
         int connect_timeout_s;
+        char *password_env;  /* name of the variable the password came from, or NULL */
+        char *password_file; /* resolved path the password came from, or NULL */
     } mysql;
 
     struct {
@@ -94,11 +96,16 @@ typedef struct dd_conf_s {
 int dd_conf_load(dd_conf_t **confp, const char *path, char *errstr, size_t errstr_size);
 void dd_conf_destroy(dd_conf_t *conf);
 
-/* The dead-letter topic for messages from source topic `topic`, written to out. */
+/* The dead-letter topic for messages from source topic `topic`, written to out.
+ * Returns out, or NULL when it does not fit in out_size. */
 const char *dd_conf_dlq_topic(const dd_conf_t *conf, const char *topic, char *out, size_t out_size);
 
 /* Writes the reference of every setting (name, type, default, description). */
 void dd_conf_print_reference(FILE *out);
+/* The same reference as a markdown table (the generated part of docs/CONFIG.md). */
+void dd_conf_print_reference_md(FILE *out);
+/* Path of the i-th setting of the schema ("kafka.brokers"), NULL past the end. */
+const char *dd_conf_setting_path(int i);
 
 /* Parses "7d", "12h", "30m", "45s", "250ms" or a plain number of seconds into
  * milliseconds. Returns 0 or -1. */

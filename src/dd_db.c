@@ -1,1 +1,284 @@
-/* stub: being written */
+/*
+ * Connection handling and error classification. The one place that knows
+ * MySQL error numbers: everything above works with dd_err_t classes.
+ */
+#include "dd_db.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+
+struct dd_db_s {
+    MYSQL *mysql;
+    const dd_conf_t *conf;
+};
+
+int dd_db_classify(unsigned int err)
+{
+    switch (err) {
+    case 0:
+        return DD_OK;
+    case 1205: /* lock wait timeout: only the statement was rolled back */
+    case 1213: /* deadlock */
+    case 1040: /* too many connections */
+    case 1053: /* server shutdown in progress */
+    case 1927: /* connection killed */
+    case 4031: /* disconnected by the server (idle timeout) */
+    case 1290: /* read-only (fail-over in progress) */
+    case 1836: /* read-only mode */
+    case 1152: /* aborted connection */
+    case 1158:
+    case 1159:
+    case 1160:
+    case 1161:
+    case 2002: /* can't connect through socket */
+    case 2003: /* can't connect to server */
+    case 2006: /* server has gone away */
+    case 2013: /* lost connection during query */
+    case 2026: /* TLS error */
+    case 2055: /* lost connection at reading */
+    case 5014: /* Connector/C: connection error (MariaDB) */
+        return DD_ERR_RETRIABLE;
+    default:
+        /* Access denied, unknown table or column, syntax: nothing a retry fixes. */
+        return DD_ERR_FATAL;
+    }
+}
+
+static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
+{
+    const dd_conf_t *conf = db->conf;
+    unsigned int timeout = (unsigned int)(conf->mysql.connect_timeout_s > 0
+                                              ? conf->mysql.connect_timeout_s
+                                              : 5);
+    unsigned int rw_timeout = 60;
+    my_bool off = 0;
+    unsigned int err;
+
+    db->mysql = mysql_init(NULL);
+    if (!db->mysql) {
+        dd_errstr_set(errstr, errstr_size, "mysql_init failed: out of memory");
+        return DD_ERR_NOMEM;
+    }
+    mysql_options(db->mysql, MYSQL_OPT_RECONNECT, &off);
+    mysql_options(db->mysql, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    mysql_options(db->mysql, MYSQL_OPT_READ_TIMEOUT, &rw_timeout);
+    mysql_options(db->mysql, MYSQL_OPT_WRITE_TIMEOUT, &rw_timeout);
+    mysql_options(db->mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    /* Works on MariaDB and MySQL alike (the variable names differ). */
+    mysql_options(db->mysql, MYSQL_INIT_COMMAND,
+                  "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    mysql_options(db->mysql, MYSQL_INIT_COMMAND, "SET autocommit = 1");
+
+    if (!mysql_real_connect(db->mysql, conf->mysql.socket ? NULL : conf->mysql.host,
+                            conf->mysql.user, conf->mysql.password ? conf->mysql.password : "",
+                            conf->mysql.database, (unsigned int)conf->mysql.port,
+                            conf->mysql.socket, CLIENT_MULTI_STATEMENTS)) {
+        err = mysql_errno(db->mysql);
+        dd_errstr_set(errstr, errstr_size, "cannot connect to MySQL at %s (database %s): %u: %s",
+                      conf->mysql.socket ? conf->mysql.socket : conf->mysql.host,
+                      conf->mysql.database, err, mysql_error(db->mysql));
+        mysql_close(db->mysql);
+        db->mysql = NULL;
+        return err == 1045 || err == 1044 || err == 1049 ? DD_ERR_FATAL : DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+{
+    dd_db_t *db;
+    int rc;
+
+    *dbp = NULL;
+    db = calloc(1, sizeof(*db));
+    if (!db) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    db->conf = conf;
+    rc = dd_db_connect(db, errstr, errstr_size);
+    if (rc) {
+        free(db);
+        return rc;
+    }
+    *dbp = db;
+    return DD_OK;
+}
+
+int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size)
+{
+    if (db->mysql)
+        mysql_close(db->mysql);
+    db->mysql = NULL;
+    return dd_db_connect(db, errstr, errstr_size);
+}
+
+void dd_db_close(dd_db_t *db)
+{
+    if (!db)
+        return;
+    if (db->mysql)
+        mysql_close(db->mysql);
+    free(db);
+}
+
+MYSQL *dd_db_mysql(dd_db_t *db)
+{
+    return db->mysql;
+}
+
+static int dd_db_exec_len(MYSQL *mysql, const char *sql, size_t len, char *errstr,
+                          size_t errstr_size)
+{
+    MYSQL_RES *res;
+    unsigned int err;
+
+    if (!mysql) {
+        dd_errstr_set(errstr, errstr_size, "2006: not connected");
+        return DD_ERR_RETRIABLE;
+    }
+    if (mysql_real_query(mysql, sql, (unsigned long)len) != 0)
+        goto fail;
+    /* Drain every result so the connection is ready for the next statement. */
+    do {
+        res = mysql_store_result(mysql);
+        if (res)
+            mysql_free_result(res);
+        else if (mysql_field_count(mysql) != 0)
+            goto fail;
+    } while (mysql_next_result(mysql) == 0);
+    if (mysql_errno(mysql))
+        goto fail;
+    return DD_OK;
+fail:
+    err = mysql_errno(mysql);
+    dd_errstr_set(errstr, errstr_size, "%u: %s", err, mysql_error(mysql));
+    return dd_db_classify(err);
+}
+
+int dd_db_exec_raw(MYSQL *mysql, const char *sql, char *errstr, size_t errstr_size)
+{
+    return dd_db_exec_len(mysql, sql, strlen(sql), errstr, errstr_size);
+}
+
+int dd_db_exec(dd_db_t *db, const char *sql, size_t len, char *errstr, size_t errstr_size)
+{
+    return dd_db_exec_len(db->mysql, sql, len, errstr, errstr_size);
+}
+
+void dd_db_rollback_quiet(dd_db_t *db)
+{
+    if (db->mysql && mysql_real_query(db->mysql, "ROLLBACK", 8) != 0)
+        dd_log(DD_LOG_DEBUG, "ROLLBACK failed: %s", mysql_error(db->mysql));
+}
+
+/* ---- statement buffer ---- */
+
+static int dd_buf_grow(dd_buf_t *b, size_t need)
+{
+    size_t cap;
+    char *p;
+
+    if (b->oom)
+        return -1;
+    if (b->len + need + 1 <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + need + 1)
+        cap *= 2;
+    p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void dd_buf_reset(dd_buf_t *b)
+{
+    b->len = 0;
+    b->oom = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
+
+void dd_buf_free(dd_buf_t *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+void dd_buf_put(dd_buf_t *b, const char *s, size_t n)
+{
+    if (dd_buf_grow(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void dd_buf_puts(dd_buf_t *b, const char *s)
+{
+    dd_buf_put(b, s, strlen(s));
+}
+
+void dd_buf_printf(dd_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || dd_buf_grow(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void dd_buf_hex(dd_buf_t *b, const void *data, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *d = data;
+    char *o;
+
+    if (n == 0) {
+        dd_buf_puts(b, "''");
+        return;
+    }
+    if (dd_buf_grow(b, 2 * n + 3))
+        return;
+    o = b->p + b->len;
+    *o++ = 'X';
+    *o++ = '\'';
+    for (size_t i = 0; i < n; i++) {
+        *o++ = hex[d[i] >> 4];
+        *o++ = hex[d[i] & 15];
+    }
+    *o++ = '\'';
+    b->len = (size_t)(o - b->p);
+    b->p[b->len] = '\0';
+}
+
+void dd_buf_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n)
+{
+    if (dd_buf_grow(b, 2 * n + 3))
+        return;
+    b->p[b->len++] = '\'';
+    b->len += mysql_real_escape_string(mysql, b->p + b->len, s, (unsigned long)n);
+    b->p[b->len++] = '\'';
+    b->p[b->len] = '\0';
+}

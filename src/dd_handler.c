@@ -1,1 +1,199 @@
-/* stub: being written */
+/*
+ * Handler plugins: dlopen, ABI check, and the calls into the plugin.
+ *
+ * Business logic lives in shared objects so that users can write it without
+ * touching dedupd. A plugin is untrusted in one specific sense: it was built
+ * separately, maybe against another version of include/dedupd/handler.h, and
+ * it may break the rules of the ABI (commit the claim transaction, return a
+ * status that does not exist, leave res->error unterminated). This module is
+ * the one place that checks all of that, so the pipeline can rely on what it
+ * gets back: a valid status, a terminated error string, and a flag saying
+ * whether the claim transaction is still open.
+ *
+ * After load the object is read-only, so dd_handler_handle() may be called
+ * from several worker threads at once.
+ */
+#include "dd_handler.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+
+#define DD_HANDLER_SYMBOL "dedupd_handler_v1"
+
+struct dd_handler_s {
+    void *dl;                   /* dlopen handle */
+    char *path;                 /* for messages */
+    const dedupd_handler *desc; /* static descriptor inside the plugin */
+    void *state;                /* from init(), passed back to every call */
+    int initialized;            /* init() succeeded: fini() is owed */
+};
+
+typedef const dedupd_handler *(*dd_handler_entry_fn)(void);
+
+/* dlerror() text, or a fallback when the loader gave none. */
+static const char *dd_handler_dlerror(void)
+{
+    const char *e = dlerror();
+
+    return e ? e : "unknown dynamic loader error";
+}
+
+/* Looks up the entry point and checks the descriptor it returns. */
+static int dd_handler_check(dd_handler_t *h, char *errstr, size_t errstr_size)
+{
+    dd_handler_entry_fn entry;
+    void *sym;
+
+    dlerror(); /* clear a stale error so a NULL symbol value is not mistaken */
+    sym = dlsym(h->dl, DD_HANDLER_SYMBOL);
+    if (!sym) {
+        dd_errstr_set(errstr, errstr_size, "handler %s does not export %s(): %s", h->path,
+                      DD_HANDLER_SYMBOL, dd_handler_dlerror());
+        return DD_ERR_FATAL;
+    }
+    /* POSIX guarantees object and function pointers convert; memcpy keeps
+     * ISO C compilers quiet about it. */
+    memcpy(&entry, &sym, sizeof(entry));
+    h->desc = entry();
+    if (!h->desc) {
+        dd_errstr_set(errstr, errstr_size, "handler %s: %s() returned NULL", h->path,
+                      DD_HANDLER_SYMBOL);
+        return DD_ERR_FATAL;
+    }
+    /* abi_version is the first field in every ABI version, so reading it is
+     * safe before we know the rest of the layout matches. */
+    if (h->desc->abi_version != DEDUPD_HANDLER_ABI_VERSION) {
+        dd_errstr_set(errstr, errstr_size,
+                      "handler %s was built for ABI version %d, this dedupd supports version %d",
+                      h->path, h->desc->abi_version, DEDUPD_HANDLER_ABI_VERSION);
+        return DD_ERR_FATAL;
+    }
+    if (!h->desc->name || !h->desc->handle) {
+        dd_errstr_set(errstr, errstr_size, "handler %s: descriptor has no %s", h->path,
+                      !h->desc->name ? "name" : "handle function");
+        return DD_ERR_FATAL;
+    }
+    return 0;
+}
+
+/* Calls the optional init(conf). */
+static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *errstr,
+                           size_t errstr_size)
+{
+    char err[512] = "";
+
+    if (!h->desc->init) {
+        h->initialized = 1;
+        return 0;
+    }
+    if (h->desc->init(&h->state, conf, err, sizeof(err)) != 0) {
+        err[sizeof(err) - 1] = '\0';
+        dd_errstr_set(errstr, errstr_size, "handler %s (%s): init failed: %s", h->path,
+                      h->desc->name, err[0] ? err : "no reason given");
+        return DD_ERR_FATAL;
+    }
+    h->initialized = 1;
+    return 0;
+}
+
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
+                    size_t errstr_size)
+{
+    dd_handler_t *h = NULL;
+    int rc = DD_ERR_ARG;
+
+    if (!hp || !path) {
+        dd_errstr_set(errstr, errstr_size, "dd_handler_load: no handler path given");
+        goto out;
+    }
+    *hp = NULL;
+    rc = DD_ERR_NOMEM;
+    h = calloc(1, sizeof(*h));
+    if (!h || !(h->path = strdup(path))) {
+        dd_errstr_set(errstr, errstr_size, "handler %s: out of memory", path);
+        goto out;
+    }
+    rc = DD_ERR_FATAL;
+    /* RTLD_NOW: an unresolved symbol fails here, not mid-transaction.
+     * RTLD_LOCAL: two handlers' symbols cannot interpose on each other. */
+    h->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h->dl) {
+        dd_errstr_set(errstr, errstr_size, "cannot load handler %s: %s", path,
+                      dd_handler_dlerror());
+        goto out;
+    }
+    if ((rc = dd_handler_check(h, errstr, errstr_size)) != 0) goto out;
+    if ((rc = dd_handler_init(h, conf, errstr, errstr_size)) != 0) goto out;
+    *hp = h;
+    h = NULL;
+out:
+    dd_handler_destroy(h);
+    return rc;
+}
+
+const char *dd_handler_name(const dd_handler_t *h)
+{
+    return h && h->desc ? h->desc->name : "(none)";
+}
+
+int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size)
+{
+    char err[512] = "";
+
+    if (!h->desc->migrate) return 0;
+    if (h->desc->migrate(h->state, db, err, sizeof(err)) != 0) {
+        err[sizeof(err) - 1] = '\0';
+        dd_errstr_set(errstr, errstr_size, "handler %s (%s): migrate failed: %s", h->path,
+                      h->desc->name, err[0] ? err : "no reason given");
+        return DD_ERR_FATAL;
+    }
+    return 0;
+}
+
+/* The server reports its transaction state in every OK/EOF reply; the client
+ * library keeps the last one. If the handler sent COMMIT, ROLLBACK or
+ * SET autocommit=1, that reply no longer carries IN_TRANS. An ERR reply
+ * carries no status, so after a failed statement this is the state before it. */
+static int dd_handler_txn_open(MYSQL *db)
+{
+    unsigned int st = 0;
+
+    if (mariadb_get_infov(db, MARIADB_CONNECTION_SERVER_STATUS, &st) != 0)
+        return 0; /* cannot tell: assume the worst */
+    return (st & SERVER_STATUS_IN_TRANS) != 0;
+}
+
+dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
+                                dedupd_result *res, int *broken_txn)
+{
+    dedupd_status st;
+    int raw;
+
+    memset(res, 0, sizeof(*res));
+    raw = (int)h->desc->handle(h->state, db, msg, res);
+    /* The plugin may have filled all 256 bytes with strncpy. */
+    res->error[sizeof(res->error) - 1] = '\0';
+    st = (dedupd_status)raw;
+    if (raw != DEDUPD_OK && raw != DEDUPD_RETRY && raw != DEDUPD_REJECT) {
+        free(res->response);
+        res->response = NULL;
+        snprintf(res->error, sizeof(res->error), "handler %s returned invalid status %d",
+                 h->desc->name, raw);
+        st = DEDUPD_REJECT;
+    }
+    if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
+    return st;
+}
+
+void dd_handler_destroy(dd_handler_t *h)
+{
+    if (!h) return;
+    if (h->initialized && h->desc && h->desc->fini) h->desc->fini(h->state);
+    if (h->dl) dlclose(h->dl);
+    free(h->path);
+    free(h);
+}

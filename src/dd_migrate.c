@@ -1,1 +1,137 @@
-/* stub: being written */
+/*
+ * Applies the embedded sql/ files in version order. DDL commits implicitly in
+ * MySQL, so each file is written to be safe to run again (IF NOT EXISTS), and
+ * the version is recorded after the file ran. A named lock keeps two workers
+ * starting at once from migrating the same table concurrently.
+ */
+#include "dd_migrate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_db.h"
+#include "dd_log.h"
+
+static const char dd_migrate_schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS dedupd_schema ("
+    " table_name VARCHAR(64) NOT NULL PRIMARY KEY,"
+    " version INT NOT NULL,"
+    " applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
+    ") ENGINE=InnoDB";
+
+int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr,
+                       size_t errstr_size)
+{
+    char sql[256], esc[160];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc;
+
+    *version = 0;
+    rc = dd_db_exec_raw(db, dd_migrate_schema_sql, errstr, errstr_size);
+    if (rc)
+        return rc;
+    mysql_real_escape_string(db, esc, table, (unsigned long)strnlen(table, 64));
+    snprintf(sql, sizeof(sql), "SELECT version FROM dedupd_schema WHERE table_name = '%s'", esc);
+    if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(db), mysql_error(db));
+        return dd_db_classify(mysql_errno(db));
+    }
+    row = mysql_fetch_row(res);
+    if (row && row[0])
+        *version = atoi(row[0]);
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* Replaces every {{table}} in sql; the table name was validated as an identifier. */
+static char *dd_migrate_render(const char *sql, const char *table)
+{
+    size_t tlen = strlen(table), cap = strlen(sql) + 1;
+    const char *p;
+    char *out, *o;
+
+    for (p = sql; (p = strstr(p, "{{table}}")); p += 9)
+        cap += tlen;
+    out = malloc(cap);
+    if (!out)
+        return NULL;
+    for (o = out, p = sql; *p;) {
+        if (strncmp(p, "{{table}}", 9) == 0) {
+            memcpy(o, table, tlen);
+            o += tlen;
+            p += 9;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Runs each ";"-terminated statement of one file. */
+static int dd_migrate_apply(MYSQL *db, const dd_migration_t *m, const char *table, char *errstr,
+                            size_t errstr_size)
+{
+    char *text = dd_migrate_render(m->sql, table), *stmt, *save = NULL;
+    char sql[256], err[512];
+    int rc = DD_OK;
+
+    if (!text) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    for (stmt = strtok_r(text, ";", &save); stmt; stmt = strtok_r(NULL, ";", &save)) {
+        /* Skip pieces that hold only comments and whitespace. */
+        const char *q = stmt;
+        int empty = 1;
+        while (*q) {
+            if (*q == '-' && q[1] == '-') {
+                q = strchr(q, '\n');
+                if (!q)
+                    break;
+            } else if (*q != ' ' && *q != '\n' && *q != '\t' && *q != '\r') {
+                empty = 0;
+                break;
+            } else {
+                q++;
+            }
+        }
+        if (empty)
+            continue;
+        rc = dd_db_exec_raw(db, stmt, err, sizeof(err));
+        if (rc) {
+            dd_errstr_set(errstr, errstr_size, "migration %s on table %s failed: %s", m->name,
+                          table, err);
+            goto out;
+        }
+    }
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO dedupd_schema (table_name, version) VALUES ('%s', %d) "
+             "ON DUPLICATE KEY UPDATE version = VALUES(version), applied_at = NOW(6)",
+             table, m->version);
+    rc = dd_db_exec_raw(db, sql, errstr, errstr_size);
+out:
+    free(text);
+    return rc;
+}
+
+int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_size)
+{
+    int version = 0, rc;
+
+    rc = dd_db_exec_raw(db, "DO GET_LOCK('dedupd_migrate', 60)", errstr, errstr_size);
+    if (rc)
+        return rc;
+    rc = dd_migrate_version(db, table, &version, errstr, errstr_size);
+    for (int i = 0; rc == DD_OK && i < dd_migration_cnt; i++) {
+        if (dd_migrations[i].version <= version)
+            continue;
+        dd_log(DD_LOG_INFO, "Applying migration %s to table %s.", dd_migrations[i].name, table);
+        rc = dd_migrate_apply(db, &dd_migrations[i], table, errstr, errstr_size);
+    }
+    dd_db_exec_raw(db, "DO RELEASE_LOCK('dedupd_migrate')", NULL, 0);
+    return rc;
+}

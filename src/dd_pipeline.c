@@ -1,1 +1,544 @@
-/* stub: being written */
+/*
+ * The main thread of `dedupd run` (see dd_pipeline.h): polling, parsing,
+ * routing to lanes, dead letters, the offset watermark, rebalances and
+ * shutdown. Lanes do the database work in dd_lane.c.
+ */
+#include "dd_pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dd_common.h"
+#include "dd_dlq.h"
+#include "dd_item.h"
+#include "dd_lane.h"
+#include "dd_log.h"
+#include "dd_offsets.h"
+#include "dd_source.h"
+
+struct dd_pipeline_s {
+    const dd_conf_t *conf;
+    dd_lane_shared_t sh;
+    dd_key_tmpl_t *tmpl;
+    dd_hash_spec_t *hspec;
+    char owner[128];
+
+    dd_offsets_t *offs;
+    dd_source_t *src;
+    dd_dlq_t *dlq;
+    dd_lane_t **lanes;
+    int nlanes;
+
+    int64_t inflight;     /* items alive: polled and not yet finished */
+    int assigned_once;    /* a first assignment arrived */
+    dd_item_t *dlq_retry; /* dead letters to send again */
+    uint64_t messages;    /* main-thread counter, merged into stats */
+    uint64_t dead_letters[DD_REASON_CNT];
+};
+
+static const char *const dd_reason_names[DD_REASON_CNT] = {
+    "bad_json", "key_missing", "key_too_long", "payload_too_large",
+    "conflict", "rejected",    "retries_exhausted"};
+
+const char *dd_reason2str(dd_reason_t reason)
+{
+    return reason < DD_REASON_CNT ? dd_reason_names[reason] : "unknown";
+}
+
+/* ---- items ---- */
+
+static void dd_item_free(dd_item_t *item)
+{
+    if (item->json)
+        cJSON_Delete(item->json);
+    if (item->rkm)
+        rd_kafka_message_destroy(item->rkm);
+    free(item->response);
+    free(item);
+}
+
+/* The item's offset may move: mark it in its partition's watermark. */
+static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item)
+{
+    if (item->pt && item->epoch == item->pt->epoch)
+        dd_ptrack_done(item->pt, item->seq);
+    pl->inflight--;
+    dd_item_free(item);
+}
+
+static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
+{
+    rd_kafka_message_t *rkm = item->rkm;
+    dd_dlq_letter_t letter = {
+        .topic = rd_kafka_topic_name(rkm->rkt),
+        .partition = rkm->partition,
+        .offset = rkm->offset,
+        .key = rkm->key,
+        .key_len = rkm->key_len,
+        .payload = rkm->payload,
+        .payload_len = rkm->len,
+        .reason = dd_reason2str(item->reason),
+        .error = item->error,
+        .biz_key = item->key_len ? item->key : NULL,
+    };
+
+    if (dd_dlq_send(pl->dlq, &letter, item) != DD_OK) {
+        item->dlq_due_ms = dd_now_ms() + 1000;
+        item->next = pl->dlq_retry;
+        pl->dlq_retry = item;
+    }
+}
+
+static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_arg)
+{
+    dd_pipeline_t *pl = cb_arg;
+    dd_item_t *item = opaque;
+
+    if (!err) {
+        pl->dead_letters[item->reason]++;
+        dd_pipeline_finish(pl, item);
+        return;
+    }
+    /* Not acknowledged: the offset must not move. Send it again later. */
+    item->dlq_due_ms = dd_now_ms() + 1000;
+    item->next = pl->dlq_retry;
+    pl->dlq_retry = item;
+}
+
+static void dd_pipeline_resend_dlq(dd_pipeline_t *pl)
+{
+    dd_item_t *list = pl->dlq_retry, *next;
+    int64_t now = dd_now_ms();
+
+    pl->dlq_retry = NULL;
+    for (; list; list = next) {
+        next = list->next;
+        if (list->dlq_due_ms <= now) {
+            dd_pipeline_send_dlq(pl, list);
+        } else {
+            list->next = pl->dlq_retry;
+            pl->dlq_retry = list;
+        }
+    }
+}
+
+/* Takes finished items from the lanes; waits up to wait_ms for some. */
+static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
+{
+    dd_item_t *list, *next;
+
+    pthread_mutex_lock(&pl->sh.mu);
+    if (!pl->sh.done_head && wait_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)wait_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&pl->sh.cv, &pl->sh.mu, &ts);
+    }
+    list = pl->sh.done_head;
+    pl->sh.done_head = pl->sh.done_tail = NULL;
+    pthread_mutex_unlock(&pl->sh.mu);
+
+    for (; list; list = next) {
+        next = list->next;
+        if (list->outcome == DD_OUT_DLQ)
+            dd_pipeline_send_dlq(pl, list);
+        else
+            dd_pipeline_finish(pl, list);
+    }
+    if (!pl->dlq)
+        return;
+    dd_dlq_poll(pl->dlq, 0);
+    if (pl->dlq_retry)
+        dd_pipeline_resend_dlq(pl);
+}
+
+/* ---- parsing and routing ---- */
+
+static void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t reason)
+{
+    rd_kafka_message_t *rkm = item->rkm;
+
+    item->outcome = DD_OUT_DLQ;
+    item->reason = reason;
+    dd_log_msg(DD_LOG_INFO, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
+               item->key_len ? item->key : NULL, "Dead-lettering message (%s): %s",
+               dd_reason2str(reason), item->error);
+    dd_pipeline_send_dlq(pl, item);
+}
+
+static uint32_t dd_pipeline_key_hash(const char *key, size_t len)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    return h;
+}
+
+static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
+{
+    rd_kafka_message_t *rkm = item->rkm;
+    const dd_conf_t *conf = pl->conf;
+    dd_key_status_t ks;
+
+    if ((int64_t)rkm->len > conf->dedup.max_payload_bytes) {
+        snprintf(item->error, sizeof(item->error), "payload is %zu bytes, at most %lld allowed",
+                 rkm->len, (long long)conf->dedup.max_payload_bytes);
+        return dd_pipeline_reject(pl, item, DD_REASON_PAYLOAD_TOO_LARGE);
+    }
+    if (!rkm->payload || rkm->len == 0) {
+        snprintf(item->error, sizeof(item->error), "empty payload");
+        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
+    }
+    if (!dd_utf8_valid(rkm->payload, rkm->len)) {
+        snprintf(item->error, sizeof(item->error), "payload is not valid UTF-8");
+        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
+    }
+    item->json = cJSON_ParseWithLength(rkm->payload, rkm->len);
+    if (!item->json) {
+        const char *at = cJSON_GetErrorPtr();
+        long pos = at ? (long)(at - (const char *)rkm->payload) : -1;
+        if (pos < 0 || (size_t)pos > rkm->len)
+            pos = -1;
+        snprintf(item->error, sizeof(item->error), "invalid JSON near byte %ld", pos);
+        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
+    }
+    ks = dd_key_render(pl->tmpl, item->json, item->key, &item->key_len, item->error,
+                       sizeof(item->error));
+    if (ks != DD_KEY_OK) {
+        item->key_len = 0; /* no usable business key for the dead letter's header */
+        return dd_pipeline_reject(pl, item, ks == DD_KEY_MISSING ? DD_REASON_KEY_MISSING
+                                                                 : DD_REASON_KEY_TOO_LONG);
+    }
+    dd_lane_push(pl->lanes[dd_pipeline_key_hash(item->key, item->key_len) % (uint32_t)pl->nlanes],
+                 item);
+}
+
+static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
+{
+    dd_ptrack_t *pt;
+    dd_item_t *item;
+
+    if (rkm->err) {
+        if (rkm->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            dd_log(DD_LOG_WARN, "Consumer error: %s", rd_kafka_message_errstr(rkm));
+        rd_kafka_message_destroy(rkm);
+        return;
+    }
+    pt = dd_offsets_get(pl->offs, rd_kafka_topic_name(rkm->rkt), rkm->partition, 0);
+    if (!pt || !pt->assigned) {
+        rd_kafka_message_destroy(rkm); /* from an assignment we no longer hold */
+        return;
+    }
+    item = calloc(1, sizeof(*item));
+    if (!item || (item->seq = dd_ptrack_add(pt, rkm->offset)) == UINT64_MAX) {
+        dd_log(DD_LOG_ERROR, "Out of memory; message will be redelivered.");
+        free(item);
+        rd_kafka_message_destroy(rkm);
+        return;
+    }
+    item->rkm = rkm;
+    item->pt = pt;
+    item->epoch = pt->epoch;
+    item->t_poll_ms = dd_now_ms();
+    pl->inflight++;
+    pl->messages++;
+    dd_pipeline_route(pl, item);
+}
+
+/* ---- rebalance ---- */
+
+static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
+    rd_kafka_resp_err_t err;
+
+    /* Where each partition resumes: needed to know when --exit-at-end is
+     * reached for partitions that bring no new messages. */
+    err = rd_kafka_committed(dd_source_rk(pl->src), committed, 10000);
+    if (err)
+        dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
+    for (int i = 0; i < committed->cnt; i++) {
+        rd_kafka_topic_partition_t *p = &committed->elems[i];
+        dd_ptrack_t *pt = dd_offsets_get(pl->offs, p->topic, p->partition, 1);
+        int64_t next = !err && !p->err && p->offset >= 0 ? p->offset : -1;
+        if (!pt)
+            continue;
+        dd_ptrack_reset(pt, 1, next);
+        if (next >= 0)
+            pt->committed = next;
+        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.",
+               p->topic, (int)p->partition, (long long)next, (long long)pt->end_offset);
+    }
+    rd_kafka_topic_partition_list_destroy(committed);
+    pl->assigned_once = 1;
+}
+
+static uint64_t dd_pipeline_inflight_of(dd_pipeline_t *pl,
+                                        const rd_kafka_topic_partition_list_t *parts)
+{
+    uint64_t n = 0;
+
+    for (int i = 0; i < parts->cnt; i++) {
+        dd_ptrack_t *pt = dd_offsets_get(pl->offs, parts->elems[i].topic,
+                                         parts->elems[i].partition, 0);
+        if (pt && pt->assigned)
+            n += dd_ptrack_inflight(pt);
+    }
+    return n;
+}
+
+static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition_list_t *parts,
+                               int lost)
+{
+    int64_t deadline = dd_now_ms() + pl->conf->shutdown_timeout_ms;
+
+    /* Let the lanes finish what they hold for these partitions, so their
+     * offsets can be committed before someone else takes over. Waiting is
+     * only an optimisation: the database would recognise the redelivered
+     * messages as duplicates anyway. */
+    while (!lost && !pl->sh.fatal && !pl->sh.stop_hard && dd_now_ms() < deadline &&
+           dd_pipeline_inflight_of(pl, parts) > 0)
+        dd_pipeline_drain(pl, 10);
+    if (!lost)
+        dd_source_store(pl->src);
+    for (int i = 0; i < parts->cnt; i++) {
+        dd_ptrack_t *pt = dd_offsets_get(pl->offs, parts->elems[i].topic,
+                                         parts->elems[i].partition, 0);
+        if (pt)
+            dd_ptrack_reset(pt, 0, -1); /* results still in flight are ignored */
+    }
+}
+
+static void dd_pipeline_rebalance(void *arg, int assign,
+                                  const rd_kafka_topic_partition_list_t *parts, int lost)
+{
+    if (assign)
+        dd_pipeline_assign(arg, parts);
+    else
+        dd_pipeline_revoke(arg, parts, lost);
+}
+
+/* ---- the loop ---- */
+
+static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
+{
+    if (!pl->assigned_once)
+        return 0;
+    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
+        if (pt->assigned && !dd_ptrack_at_end(pt))
+            return 0;
+    }
+    return 1;
+}
+
+static void dd_pipeline_backpressure(dd_pipeline_t *pl)
+{
+    int64_t max = pl->conf->batch.max_inflight;
+
+    if (!dd_source_paused(pl->src) && pl->inflight >= max)
+        dd_source_pause(pl->src, 1);
+    else if (dd_source_paused(pl->src) && pl->inflight <= max / 2)
+        dd_source_pause(pl->src, 0);
+}
+
+static int dd_pipeline_start(dd_pipeline_t *pl, int exit_at_end, char *errstr,
+                             size_t errstr_size)
+{
+    int rc;
+
+    pl->offs = dd_offsets_new();
+    if (!pl->offs)
+        return DD_ERR_NOMEM;
+    rc = dd_dlq_new(&pl->dlq, pl->conf, dd_pipeline_dlq_cb, pl, errstr, errstr_size);
+    if (!rc)
+        rc = dd_source_new(&pl->src, pl->conf, pl->offs, dd_pipeline_rebalance, pl, errstr,
+                           errstr_size);
+    for (int attempt = 0; !rc && exit_at_end; attempt++) {
+        rc = dd_source_query_ends(pl->src, 10000, errstr, errstr_size);
+        if (rc != DD_ERR_RETRIABLE || attempt >= 5)
+            break;
+        dd_log(DD_LOG_WARN, "%s; trying again.", errstr);
+        rc = DD_OK;
+        dd_sleep_ms(1000, NULL);
+    }
+    pl->lanes = calloc((size_t)pl->nlanes, sizeof(*pl->lanes));
+    if (!pl->lanes)
+        rc = rc ? rc : DD_ERR_NOMEM;
+    for (int i = 0; !rc && i < pl->nlanes; i++)
+        rc = dd_lane_start(&pl->lanes[i], &pl->sh, i, errstr, errstr_size);
+    if (!rc)
+        rc = dd_source_subscribe(pl->src, errstr, errstr_size);
+    return rc;
+}
+
+/* Stops the lanes (finishing queued work unless the deadline passed) and
+ * frees what they could not finish. */
+static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
+{
+    dd_item_t *leftover = NULL, *next;
+
+    pl->sh.stop_soft = 1;
+    while (pl->dlq && pl->inflight > 0 && !pl->sh.fatal && dd_now_ms() < deadline) {
+        dd_pipeline_drain(pl, 10);
+        if (pl->dlq_retry || dd_dlq_flush(pl->dlq, 0) > 0)
+            dd_dlq_poll(pl->dlq, 10);
+    }
+    if (pl->inflight > 0)
+        dd_log(DD_LOG_WARN, "Shutdown timeout: abandoning %lld unfinished message(s); they will be "
+               "redelivered.", (long long)pl->inflight);
+    pl->sh.stop_hard = 1;
+    for (int i = 0; pl->lanes && i < pl->nlanes; i++) {
+        dd_lane_join(pl->lanes[i], &leftover);
+        pl->lanes[i] = NULL;
+    }
+    dd_pipeline_drain(pl, 0);
+    for (; leftover; leftover = next) {
+        next = leftover->next;
+        pl->inflight--;
+        dd_item_free(leftover);
+    }
+}
+
+static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *errstr,
+                                    size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    dd_source_store(pl->src);
+    for (int attempt = 0; attempt < (exit_at_end ? 20 : 3); attempt++) {
+        rc = dd_source_commit_sync(pl->src, errstr, errstr_size);
+        if (!rc)
+            break;
+        dd_pipeline_drain(pl, 0);
+        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), 500);
+        if (rkm)
+            rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
+    }
+    return rc;
+}
+
+int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
+                    size_t errstr_size)
+{
+    int rc = dd_pipeline_start(pl, exit_at_end, errstr, errstr_size);
+    int64_t last_progress_log = dd_now_ms();
+
+    while (!rc && !pl->sh.fatal && !*stop) {
+        rd_kafka_message_t *rkm;
+
+        dd_pipeline_drain(pl, 0);
+        dd_source_store(pl->src);
+        if (exit_at_end && dd_pipeline_all_at_end(pl)) {
+            dd_log(DD_LOG_INFO, "Every assigned partition is applied up to its end offset.");
+            break;
+        }
+        dd_pipeline_backpressure(pl);
+        rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
+        if (rkm)
+            dd_pipeline_message(pl, rkm);
+        if (dd_now_ms() - last_progress_log > 10000) {
+            dd_stats_t s;
+            dd_pipeline_stats(pl, &s);
+            dd_log(DD_LOG_INFO, "Progress: %llu messages, %llu applied, %llu duplicates, "
+                   "%lld in flight.", (unsigned long long)s.messages,
+                   (unsigned long long)s.applied, (unsigned long long)s.duplicates,
+                   (long long)pl->inflight);
+            last_progress_log = dd_now_ms();
+        }
+    }
+    if (pl->lanes)
+        dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
+    if (pl->sh.fatal) {
+        dd_errstr_set(errstr, errstr_size, "%s", pl->sh.fatal_err);
+        rc = DD_ERR_FATAL;
+    }
+    if (pl->src && pl->dlq && !rc) {
+        int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);
+        if (crc && exit_at_end)
+            rc = crc;
+    }
+    return rc;
+}
+
+/* ---- life cycle ---- */
+
+int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h, char *errstr,
+                    size_t errstr_size)
+{
+    dd_pipeline_t *pl = calloc(1, sizeof(*pl));
+    char host[64] = "localhost";
+    int rc;
+
+    *plp = NULL;
+    if (!pl) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    pl->conf = conf;
+    pl->nlanes = conf->workers > 0 ? conf->workers : 1;
+    pthread_mutex_init(&pl->sh.mu, NULL);
+    pthread_cond_init(&pl->sh.cv, NULL);
+    pl->sh.conf = conf;
+    pl->sh.h = h;
+    gethostname(host, sizeof(host) - 1);
+    snprintf(pl->owner, sizeof(pl->owner), "%s:%d", host, (int)getpid());
+    pl->sh.copts.table = conf->dedup.table;
+    pl->sh.copts.ttl_s = conf->dedup.ttl_s;
+    pl->sh.copts.retry_failed = conf->dedup.retry_failed;
+    pl->sh.copts.owner = pl->owner;
+    pl->sh.copts.lease_s = 300;
+    rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
+    if (!rc)
+        rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
+                              errstr_size);
+    if (rc) {
+        dd_pipeline_destroy(pl);
+        return DD_ERR_CONFIG;
+    }
+    pl->sh.hspec = pl->hspec;
+    *plp = pl;
+    return DD_OK;
+}
+
+void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
+{
+    pthread_mutex_lock(&pl->sh.mu);
+    *out = pl->sh.stats;
+    pthread_mutex_unlock(&pl->sh.mu);
+    /* main-thread counters: exact when read from the main thread */
+    out->messages = pl->messages;
+    for (int i = 0; i < DD_REASON_CNT; i++)
+        out->dead_letters[i] = pl->dead_letters[i];
+}
+
+void dd_pipeline_destroy(dd_pipeline_t *pl)
+{
+    dd_item_t *next;
+
+    if (!pl)
+        return;
+    if (pl->lanes) {
+        pl->sh.stop_hard = 1;
+        dd_pipeline_stop_lanes(pl, 0);
+        free(pl->lanes);
+    }
+    dd_source_destroy(pl->src); /* leaves the group; revoke finds nothing in flight */
+    dd_dlq_destroy(pl->dlq);
+    for (; pl->dlq_retry; pl->dlq_retry = next) {
+        next = pl->dlq_retry->next;
+        dd_item_free(pl->dlq_retry);
+    }
+    dd_offsets_destroy(pl->offs);
+    dd_key_tmpl_destroy(pl->tmpl);
+    dd_hash_spec_destroy(pl->hspec);
+    pthread_mutex_destroy(&pl->sh.mu);
+    pthread_cond_destroy(&pl->sh.cv);
+    free(pl);
+}

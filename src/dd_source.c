@@ -1,1 +1,319 @@
-/* stub: being written */
+/*
+ * Kafka consumer wrapper (see dd_source.h). The rebalance callback is the
+ * delicate part: offsets of revoked partitions must be stored and committed
+ * before the partitions are given up, and never stored afterwards.
+ */
+#include "dd_source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+
+struct dd_source_s {
+    rd_kafka_t *rk;
+    const dd_conf_t *conf;
+    dd_offsets_t *offs;
+    dd_source_rebalance_cb_t *cb;
+    void *cb_arg;
+    int paused;
+};
+
+static void dd_source_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    dd_log(level <= 3 ? DD_LOG_ERROR : level <= 4 ? DD_LOG_WARN : DD_LOG_DEBUG,
+           "librdkafka consumer %s: %s", fac, buf);
+}
+
+static void dd_source_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+    dd_source_t *src = opaque;
+
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+        return; /* nothing was stored since the last commit */
+    if (err)
+        dd_log(DD_LOG_WARN, "Offset commit failed: %s", rd_kafka_err2str(err));
+    for (int i = 0; offsets && i < offsets->cnt; i++) {
+        rd_kafka_topic_partition_t *p = &offsets->elems[i];
+        dd_ptrack_t *pt = dd_offsets_get(src->offs, p->topic, p->partition, 0);
+        if (!p->err && pt && p->offset >= 0 && p->offset > pt->committed)
+            pt->committed = p->offset;
+        else if (p->err)
+            dd_log(DD_LOG_WARN, "Offset commit for %s [%d] failed: %s", p->topic,
+                   (int)p->partition, rd_kafka_err2str(p->err));
+    }
+}
+
+static void dd_source_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                   rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    dd_source_t *src = opaque;
+    int cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *error = NULL;
+    rd_kafka_resp_err_t rerr = 0;
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        dd_log(DD_LOG_INFO, "Assigned %d partition(s).", parts->cnt);
+        src->cb(src->cb_arg, 1, parts, 0);
+        if (cooperative)
+            error = rd_kafka_incremental_assign(rk, parts);
+        else
+            rerr = rd_kafka_assign(rk, parts);
+        if (src->paused)
+            rd_kafka_pause_partitions(rk, parts);
+    } else {
+        int lost = rd_kafka_assignment_lost(rk);
+        dd_log(DD_LOG_INFO, "Revoking %d partition(s)%s.", parts->cnt,
+               lost ? " (lost: not committing)" : "");
+        src->cb(src->cb_arg, 0, parts, lost);
+        if (!lost) {
+            char errstr[256];
+            dd_source_commit_sync(src, errstr, sizeof(errstr));
+        }
+        if (cooperative)
+            error = rd_kafka_incremental_unassign(rk, parts);
+        else
+            rerr = rd_kafka_assign(rk, NULL);
+    }
+    if (error) {
+        dd_log(DD_LOG_ERROR, "Rebalance (%s) failed: %s", rd_kafka_err2name(err),
+               rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    } else if (rerr) {
+        dd_log(DD_LOG_ERROR, "Rebalance (%s) failed: %s", rd_kafka_err2name(err),
+               rd_kafka_err2str(rerr));
+    }
+}
+
+static int dd_source_set(rd_kafka_conf_t *kconf, const char *name, const char *value,
+                         char *errstr, size_t errstr_size)
+{
+    char err[512];
+
+    if (rd_kafka_conf_set(kconf, name, value, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+        dd_errstr_set(errstr, errstr_size, "kafka property %s: %s", name, err);
+        return DD_ERR_CONFIG;
+    }
+    return DD_OK;
+}
+
+static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *errstr,
+                          size_t errstr_size)
+{
+    int rc = dd_source_set(kconf, "auto.offset.reset", "earliest", errstr, errstr_size);
+
+    /* User properties come after our defaults so they can override
+     * auto.offset.reset; the ones that carry our guarantees come last. */
+    for (int i = 0; !rc && i < conf->kafka.property_cnt; i++) {
+        char name[256];
+        const char *p = conf->kafka.properties[i], *eq = strchr(p, '=');
+        if (!eq)
+            continue;
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - p), p);
+        rc = dd_source_set(kconf, name, eq + 1, errstr, errstr_size);
+    }
+    if (!rc)
+        rc = dd_source_set(kconf, "bootstrap.servers", conf->kafka.brokers, errstr, errstr_size);
+    if (!rc)
+        rc = dd_source_set(kconf, "group.id", conf->kafka.group, errstr, errstr_size);
+    if (!rc)
+        rc = dd_source_set(kconf, "enable.auto.offset.store", "false", errstr, errstr_size);
+    if (!rc)
+        rc = dd_source_set(kconf, "enable.partition.eof", "false", errstr, errstr_size);
+    return rc;
+}
+
+int dd_source_new(dd_source_t **srcp, const dd_conf_t *conf, dd_offsets_t *offs,
+                  dd_source_rebalance_cb_t *cb, void *cb_arg, char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *kconf = rd_kafka_conf_new();
+    dd_source_t *src = calloc(1, sizeof(*src));
+    char err[512];
+    int rc;
+
+    *srcp = NULL;
+    if (!src) {
+        rd_kafka_conf_destroy(kconf);
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    src->conf = conf;
+    src->offs = offs;
+    src->cb = cb;
+    src->cb_arg = cb_arg;
+    rc = dd_source_conf(kconf, conf, errstr, errstr_size);
+    if (rc) {
+        rd_kafka_conf_destroy(kconf);
+        free(src);
+        return rc;
+    }
+    rd_kafka_conf_set_log_cb(kconf, dd_source_log_cb);
+    rd_kafka_conf_set_rebalance_cb(kconf, dd_source_rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb(kconf, dd_source_commit_cb);
+    rd_kafka_conf_set_opaque(kconf, src);
+    src->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kconf, err, sizeof(err));
+    if (!src->rk) {
+        rd_kafka_conf_destroy(kconf);
+        free(src);
+        dd_errstr_set(errstr, errstr_size, "cannot create Kafka consumer: %s", err);
+        return DD_ERR_FATAL;
+    }
+    rd_kafka_poll_set_consumer(src->rk);
+    *srcp = src;
+    return DD_OK;
+}
+
+rd_kafka_t *dd_source_rk(dd_source_t *src)
+{
+    return src->rk;
+}
+
+int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *topics =
+        rd_kafka_topic_partition_list_new(src->conf->kafka.topic_cnt);
+    rd_kafka_resp_err_t err;
+
+    for (int i = 0; i < src->conf->kafka.topic_cnt; i++)
+        rd_kafka_topic_partition_list_add(topics, src->conf->kafka.topics[i],
+                                          RD_KAFKA_PARTITION_UA);
+    err = rd_kafka_subscribe(src->rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (err) {
+        dd_errstr_set(errstr, errstr_size, "cannot subscribe: %s", rd_kafka_err2str(err));
+        return DD_ERR_FATAL;
+    }
+    return DD_OK;
+}
+
+static int dd_source_topic_ends(dd_source_t *src, const char *topic, int timeout_ms,
+                                char *errstr, size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(src->rk, topic, NULL);
+    rd_kafka_resp_err_t err;
+    int rc = DD_OK;
+
+    err = rd_kafka_metadata(src->rk, 0, rkt, &md, timeout_ms);
+    if (err || md->topic_cnt != 1 || md->topics[0].err) {
+        dd_errstr_set(errstr, errstr_size, "cannot read metadata of topic %s: %s", topic,
+                      rd_kafka_err2str(err ? err : md->topics[0].err));
+        rc = DD_ERR_RETRIABLE;
+        goto out;
+    }
+    for (int i = 0; i < md->topics[0].partition_cnt; i++) {
+        int32_t part = md->topics[0].partitions[i].id;
+        int64_t low = -1, high = -1;
+        dd_ptrack_t *pt = dd_offsets_get(src->offs, topic, part, 1);
+        err = rd_kafka_query_watermark_offsets(src->rk, topic, part, &low, &high, timeout_ms);
+        if (err || !pt) {
+            dd_errstr_set(errstr, errstr_size, "cannot read end offset of %s [%d]: %s", topic,
+                          (int)part, err ? rd_kafka_err2str(err) : "out of memory");
+            rc = DD_ERR_RETRIABLE;
+            goto out;
+        }
+        pt->low_offset = low;
+        pt->end_offset = high;
+    }
+out:
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return rc;
+}
+
+int dd_source_query_ends(dd_source_t *src, int timeout_ms, char *errstr, size_t errstr_size)
+{
+    for (int i = 0; i < src->conf->kafka.topic_cnt; i++) {
+        int rc = dd_source_topic_ends(src, src->conf->kafka.topics[i], timeout_ms, errstr,
+                                      errstr_size);
+        if (rc)
+            return rc;
+    }
+    return DD_OK;
+}
+
+void dd_source_store(dd_source_t *src)
+{
+    rd_kafka_topic_partition_list_t *list = NULL;
+    rd_kafka_resp_err_t err;
+
+    for (size_t i = 0; i < dd_offsets_count(src->offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(src->offs, i);
+        if (!pt->assigned || pt->next < 0 || pt->next <= pt->stored)
+            continue;
+        if (!list)
+            list = rd_kafka_topic_partition_list_new(8);
+        rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = pt->next;
+    }
+    if (!list)
+        return;
+    err = rd_kafka_offsets_store(src->rk, list);
+    for (int i = 0; i < list->cnt; i++) {
+        rd_kafka_topic_partition_t *p = &list->elems[i];
+        dd_ptrack_t *pt = dd_offsets_get(src->offs, p->topic, p->partition, 0);
+        if (p->err) {
+            /* ERR__STATE: no longer assigned. Never retried for that partition. */
+            dd_log(DD_LOG_INFO, "Offset %lld not stored for %s [%d]: %s", (long long)p->offset,
+                   p->topic, (int)p->partition, rd_kafka_err2str(p->err));
+            if (pt)
+                pt->stored = pt->next; /* do not retry this value */
+        } else if (pt) {
+            pt->stored = p->offset;
+        }
+    }
+    if (err && err != RD_KAFKA_RESP_ERR__STATE)
+        dd_log(DD_LOG_WARN, "Storing offsets failed: %s", rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
+int dd_source_commit_sync(dd_source_t *src, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t err = rd_kafka_commit(src->rk, NULL, 0);
+
+    if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
+        dd_errstr_set(errstr, errstr_size, "offset commit failed: %s", rd_kafka_err2str(err));
+        dd_log(DD_LOG_WARN, "Synchronous offset commit failed: %s", rd_kafka_err2str(err));
+        return DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+void dd_source_pause(dd_source_t *src, int pause)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+
+    if (src->paused == pause)
+        return;
+    if (rd_kafka_assignment(src->rk, &parts) == 0 && parts) {
+        if (pause)
+            rd_kafka_pause_partitions(src->rk, parts);
+        else
+            rd_kafka_resume_partitions(src->rk, parts);
+        rd_kafka_topic_partition_list_destroy(parts);
+    }
+    src->paused = pause;
+}
+
+int dd_source_paused(const dd_source_t *src)
+{
+    return src->paused;
+}
+
+void dd_source_destroy(dd_source_t *src)
+{
+    rd_kafka_resp_err_t err;
+
+    if (!src)
+        return;
+    if (src->rk) {
+        err = rd_kafka_consumer_close(src->rk);
+        if (err)
+            dd_log(DD_LOG_WARN, "Closing the consumer: %s", rd_kafka_err2str(err));
+        rd_kafka_destroy(src->rk);
+    }
+    free(src);
+}

@@ -1,1 +1,252 @@
-/* stub */
+/*
+ * Test handler whose behaviour is chosen by the message itself.
+ *
+ * Integration tests need to make a handler succeed, reject, ask for a retry,
+ * crash mid-transaction, break the transaction or hit a database error, for a
+ * chosen message in a stream. The optional string field "th" of the payload
+ * selects that:
+ *
+ *   absent, "ok"  apply the effect: th_effect.n counts applications per key,
+ *                 so any double application shows up as n = 2
+ *   "reject"      REJECT "scripted reject"
+ *   "retry:N"     RETRY the first N calls for this biz_key in this process
+ *   "abort_once"  first time (marker file absent in $TH_MARKER_DIR): create
+ *                 the marker, apply the effect, then abort() the process
+ *   "commit"      apply the effect and COMMIT (a handler bug dedupd must catch)
+ *   "sleep:MS"    sleep MS milliseconds, then "ok"
+ *   "dberror"     run invalid SQL and RETRY with the server's error
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "dedupd/handler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Calls seen so far for one key, for "retry:N". */
+typedef struct th_counter {
+    struct th_counter *next;
+    int calls;
+    char key[];
+} th_counter;
+
+typedef struct th_state {
+    pthread_mutex_t lock; /* handle() runs on several worker threads */
+    th_counter *counters;
+} th_state;
+
+static int th_init(void **statep, const config_setting_t *conf, char *err, size_t errlen)
+{
+    th_state *st = calloc(1, sizeof(*st));
+
+    if (!st) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&st->lock, NULL);
+    *statep = st;
+    return 0;
+}
+
+static void th_fini(void *state)
+{
+    th_state *st = state;
+    th_counter *c, *next;
+
+    if (!st) return;
+    for (c = st->counters; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+static int th_migrate(void *state, MYSQL *db, char *err, size_t errlen)
+{
+    static const char sql[] = "CREATE TABLE IF NOT EXISTS th_effect ("
+                              " biz_key VARBINARY(255) PRIMARY KEY,"
+                              " n INT NOT NULL,"
+                              " payload_hash CHAR(64) NULL,"
+                              " last_offset BIGINT) ENGINE=InnoDB";
+
+    if (mysql_query(db, sql) != 0) {
+        snprintf(err, errlen, "creating th_effect: %s", mysql_error(db));
+        return -1;
+    }
+    return 0;
+}
+
+/* Lower-case hex of s into out (2 * strlen(s) + 1 bytes). */
+static void th_hex(const char *s, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+
+    for (; *p; p++) {
+        *out++ = digits[*p >> 4];
+        *out++ = digits[*p & 15];
+    }
+    *out = '\0';
+}
+
+static dedupd_status th_db_fail(MYSQL *db, dedupd_result *res, const char *what)
+{
+    snprintf(res->error, sizeof(res->error), "%s: %s (%u)", what, mysql_error(db), mysql_errno(db));
+    return DEDUPD_RETRY;
+}
+
+/* The effect: one row per key counting applications. The key goes in as a
+ * hex literal so any bytes are stored exactly, without escaping rules. */
+static dedupd_status th_effect(MYSQL *db, const dedupd_msg *msg, dedupd_result *res)
+{
+    char hex[2 * 255 + 1], sql[700], resp[96];
+
+    if (strlen(msg->biz_key) > 255) {
+        snprintf(res->error, sizeof(res->error), "biz_key longer than 255 bytes");
+        return DEDUPD_REJECT;
+    }
+    th_hex(msg->biz_key, hex);
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO th_effect (biz_key, n, last_offset) VALUES (X'%s', 1, %lld)"
+             " ON DUPLICATE KEY UPDATE n = n + 1",
+             hex, (long long)msg->offset);
+    if (mysql_query(db, sql) != 0) return th_db_fail(db, res, "th_effect insert");
+    snprintf(resp, sizeof(resp), "{\"th\":\"ok\",\"offset\":%lld}", (long long)msg->offset);
+    res->response = strdup(resp);
+    return DEDUPD_OK;
+}
+
+/* Counts this call for key; returns the number of calls before it. */
+static int th_count_call(th_state *st, const char *key)
+{
+    th_counter *c;
+    int before = 0;
+
+    pthread_mutex_lock(&st->lock);
+    for (c = st->counters; c && strcmp(c->key, key) != 0; c = c->next)
+        ;
+    if (!c && (c = calloc(1, sizeof(*c) + strlen(key) + 1))) {
+        strcpy(c->key, key);
+        c->next = st->counters;
+        st->counters = c;
+    }
+    if (c) before = c->calls++;
+    pthread_mutex_unlock(&st->lock);
+    return before;
+}
+
+static dedupd_status th_abort_once(MYSQL *db, const dedupd_msg *msg, dedupd_result *res)
+{
+    const char *dir = getenv("TH_MARKER_DIR");
+    char hex[2 * 255 + 1], path[4096];
+    int fd;
+
+    if (!dir || !*dir) {
+        snprintf(res->error, sizeof(res->error), "abort_once needs TH_MARKER_DIR");
+        return DEDUPD_REJECT;
+    }
+    if (strlen(msg->biz_key) > 120) { /* hex must fit in a file name */
+        snprintf(res->error, sizeof(res->error), "abort_once: biz_key too long for a marker");
+        return DEDUPD_REJECT;
+    }
+    th_hex(msg->biz_key, hex);
+    snprintf(path, sizeof(path), "%s/%s", dir, hex);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno == EEXIST) return th_effect(db, msg, res); /* second delivery: behave */
+    if (fd < 0) {
+        snprintf(res->error, sizeof(res->error), "abort_once: %.160s: %.60s", path,
+                 strerror(errno));
+        return DEDUPD_REJECT;
+    }
+    close(fd);
+    /* Put something into the transaction so the crash has work to lose. */
+    th_effect(db, msg, res);
+    abort();
+}
+
+static dedupd_status th_sleep_then_effect(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
+                                          long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return th_effect(db, msg, res);
+}
+
+/* Parses the number after "prefix:" in action; -1 when malformed. */
+static long th_arg(const char *action, size_t prefix_len)
+{
+    char *end;
+    long v;
+
+    if (action[prefix_len] < '0' || action[prefix_len] > '9') return -1;
+    v = strtol(action + prefix_len, &end, 10);
+    return *end == '\0' ? v : -1;
+}
+
+static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res)
+{
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(msg->json, "th");
+    const char *action = "ok";
+    long arg;
+
+    if (th && !cJSON_IsString(th)) {
+        snprintf(res->error, sizeof(res->error), "field th must be a string");
+        return DEDUPD_REJECT;
+    }
+    if (th) action = th->valuestring;
+
+    if (strcmp(action, "ok") == 0) return th_effect(db, msg, res);
+    if (strcmp(action, "reject") == 0) {
+        snprintf(res->error, sizeof(res->error), "scripted reject");
+        return DEDUPD_REJECT;
+    }
+    if (strncmp(action, "retry:", 6) == 0 && (arg = th_arg(action, 6)) >= 0) {
+        if (th_count_call(state, msg->biz_key) < arg) {
+            snprintf(res->error, sizeof(res->error), "scripted retry");
+            return DEDUPD_RETRY;
+        }
+        return th_effect(db, msg, res);
+    }
+    if (strcmp(action, "abort_once") == 0) return th_abort_once(db, msg, res);
+    if (strcmp(action, "commit") == 0) {
+        dedupd_status st = th_effect(db, msg, res);
+        if (st == DEDUPD_OK && mysql_query(db, "COMMIT") != 0) {
+            free(res->response);
+            res->response = NULL;
+            return th_db_fail(db, res, "scripted commit");
+        }
+        return st;
+    }
+    if (strncmp(action, "sleep:", 6) == 0 && (arg = th_arg(action, 6)) >= 0)
+        return th_sleep_then_effect(db, msg, res, arg);
+    if (strcmp(action, "dberror") == 0) {
+        if (mysql_query(db, "SELEC this is not sql") != 0)
+            return th_db_fail(db, res, "scripted dberror");
+        snprintf(res->error, sizeof(res->error), "scripted dberror: statement did not fail");
+        return DEDUPD_RETRY;
+    }
+    snprintf(res->error, sizeof(res->error), "unknown th action \"%.64s\"", action);
+    return DEDUPD_REJECT;
+}
+
+static const dedupd_handler th_scripted = {
+    .abi_version = DEDUPD_HANDLER_ABI_VERSION,
+    .name = "th_scripted",
+    .init = th_init,
+    .migrate = th_migrate,
+    .handle = th_handle,
+    .fini = th_fini,
+};
+
+const dedupd_handler *dedupd_handler_v1(void)
+{
+    return &th_scripted;
+}

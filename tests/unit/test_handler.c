@@ -1,1 +1,174 @@
-int main(void){return 0;}
+/*
+ * Unit tests for dd_handler: loading plugins and refusing bad ones.
+ *
+ * The th_*.so test handlers are built next to this test (DD_TEST_HANDLER_DIR).
+ * No database is needed: the calls exercised here never reach the server, and
+ * an unconnected MYSQL handle is enough to see the broken-transaction check.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_handler.h"
+
+static char path_buf[4096];
+
+static const char *th_path(const char *name)
+{
+    const char *dir = getenv("DD_TEST_HANDLER_DIR");
+
+    ck_assert_msg(dir != NULL, "DD_TEST_HANDLER_DIR is not set");
+    snprintf(path_buf, sizeof(path_buf), "%s/%s.so", dir, name);
+    return path_buf;
+}
+
+/* Loads name and expects failure; returns the error text. */
+static void load_fails(const char *path, char *err, size_t errlen)
+{
+    dd_handler_t *h = (dd_handler_t *)0x1;
+
+    ck_assert_int_ne(dd_handler_load(&h, path, NULL, err, errlen), 0);
+    ck_assert_ptr_null(h);
+    ck_assert_msg(strstr(err, path) != NULL, "error does not name the file: %s", err);
+}
+
+START_TEST(test_load_scripted)
+{
+    dd_handler_t *h = NULL;
+    char err[512] = "";
+
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_str_eq(dd_handler_name(h), "th_scripted");
+    dd_handler_destroy(h);
+}
+END_TEST
+
+START_TEST(test_wrong_abi)
+{
+    char err[512] = "";
+
+    load_fails(th_path("th_wrong_abi"), err, sizeof(err));
+    ck_assert_msg(strstr(err, "ABI version 999") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "supports version 1") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_no_symbol)
+{
+    char err[512] = "";
+
+    load_fails(th_path("th_no_symbol"), err, sizeof(err));
+    ck_assert_msg(strstr(err, "dedupd_handler_v1") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_no_handle)
+{
+    char err[512] = "";
+
+    load_fails(th_path("th_no_handle"), err, sizeof(err));
+    ck_assert_msg(strstr(err, "handle") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_missing_file)
+{
+    char err[512] = "";
+
+    load_fails("/nonexistent/dedupd/handler.so", err, sizeof(err));
+}
+END_TEST
+
+START_TEST(test_small_errstr)
+{
+    dd_handler_t *h = NULL;
+    char err[16];
+
+    memset(err, 'x', sizeof(err));
+    ck_assert_int_ne(dd_handler_load(&h, th_path("th_wrong_abi"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(strlen(err), sizeof(err) - 1);
+}
+END_TEST
+
+START_TEST(test_destroy_null)
+{
+    dd_handler_destroy(NULL);
+}
+END_TEST
+
+/* Builds a message whose payload is {"th": action}. */
+static dedupd_status handle_action(dd_handler_t *h, MYSQL *db, const char *action,
+                                   dedupd_result *res, int *broken)
+{
+    char payload[128];
+    cJSON *json;
+    dedupd_msg msg = {.topic = "t", .partition = 0, .offset = 7, .biz_key = "k1"};
+    dedupd_status st;
+
+    snprintf(payload, sizeof(payload), "{\"th\":\"%s\"}", action);
+    json = cJSON_Parse(payload);
+    msg.payload = payload;
+    msg.payload_len = strlen(payload);
+    msg.json = json;
+    st = dd_handler_handle(h, db, &msg, res, broken);
+    cJSON_Delete(json);
+    return st;
+}
+
+START_TEST(test_handle_without_db)
+{
+    dd_handler_t *h = NULL;
+    MYSQL *db = mysql_init(NULL);
+    dedupd_result res;
+    char err[512] = "";
+    int broken = 0;
+
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(handle_action(h, db, "reject", &res, &broken), DEDUPD_REJECT);
+    ck_assert_str_eq(res.error, "scripted reject");
+    ck_assert_ptr_null(res.response);
+    /* An unconnected handle is not inside a transaction. */
+    ck_assert_int_eq(broken, 1);
+
+    ck_assert_int_eq(handle_action(h, db, "retry:1", &res, &broken), DEDUPD_RETRY);
+    ck_assert_str_eq(res.error, "scripted retry");
+    /* The second call goes on to the effect, which fails without a server. */
+    ck_assert_int_eq(handle_action(h, db, "retry:1", &res, &broken), DEDUPD_RETRY);
+    ck_assert_str_ne(res.error, "scripted retry");
+
+    ck_assert_int_eq(handle_action(h, db, "no-such-action", &res, &broken), DEDUPD_REJECT);
+    ck_assert_ptr_nonnull(strstr(res.error, "unknown th action"));
+    mysql_close(db);
+    dd_handler_destroy(h);
+}
+END_TEST
+
+static Suite *handler_suite(void)
+{
+    Suite *s = suite_create("handler");
+    TCase *tc = tcase_create("load");
+
+    tcase_add_test(tc, test_load_scripted);
+    tcase_add_test(tc, test_wrong_abi);
+    tcase_add_test(tc, test_no_symbol);
+    tcase_add_test(tc, test_no_handle);
+    tcase_add_test(tc, test_missing_file);
+    tcase_add_test(tc, test_small_errstr);
+    tcase_add_test(tc, test_destroy_null);
+    tcase_add_test(tc, test_handle_without_db);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(handler_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

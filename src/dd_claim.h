@@ -1,0 +1,71 @@
+/*
+ * The claim: one multi-row INSERT ... ON DUPLICATE KEY UPDATE per batch.
+ *
+ * New rows are tagged with the batch's claim token; rows that already exist
+ * are left alone (a no-op update that still locks them), except failed rows
+ * with the same request hash when retry_failed is on, and expired leases,
+ * which take the token over. Reading back which keys carry the token tells
+ * the batch what it owns: affected-row counts are per statement and cannot
+ * say which rows were inserted.
+ *
+ * Claims must be passed sorted by key so every worker locks rows in the same
+ * order (no deadlocks between workers over the same keys).
+ */
+#ifndef DD_CLAIM_H
+#define DD_CLAIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dd_db.h"
+#include "dd_key.h"
+
+#define DD_CLAIM_TOKEN_LEN 16
+
+enum { DD_ROW_PROCESSING = 0, DD_ROW_APPLIED = 1, DD_ROW_FAILED = 2 };
+
+typedef struct dd_claim_s {
+    /* in: the first copy of the key in the batch */
+    const char *key;
+    size_t key_len;
+    const unsigned char *hash; /* DD_HASH_LEN bytes */
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+
+    /* out of dd_claim_acquire */
+    int mine;       /* this batch holds the key: run the handler */
+    int row_status; /* status of the row that was found, when not mine */
+    unsigned char row_hash[DD_HASH_LEN];
+    char row_error[256];
+
+    /* in for dd_claim_finish (mine only) */
+    int result_status;    /* DD_ROW_APPLIED or DD_ROW_FAILED */
+    const char *response; /* JSON text or NULL */
+    const char *error;    /* or NULL */
+} dd_claim_t;
+
+typedef struct {
+    const char *table; /* validated identifier */
+    int64_t ttl_s;
+    int retry_failed;
+    const char *owner; /* "host:pid", for the operator */
+    int lease_s;       /* how long a processing row blocks others */
+} dd_claim_opts_t;
+
+/* Sorts claims by key (binary order, as the VARBINARY primary key). */
+void dd_claim_sort(dd_claim_t **claims, size_t n);
+int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
+
+/* Inserts or locks every key and fills the out fields. Must run inside an
+ * open transaction. Returns 0 or the dd_err_t class of the database error. */
+int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_buf_t *sql, char *errstr,
+                     size_t errstr_size);
+
+/* Writes the outcome (status, response snapshot, error) of the keys this
+ * batch owns, in one statement. Same transaction. */
+int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
+                    dd_buf_t *sql, char *errstr, size_t errstr_size);
+
+#endif /* DD_CLAIM_H */

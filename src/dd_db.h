@@ -1,0 +1,62 @@
+/*
+ * MariaDB/MySQL connections for dedupd.
+ *
+ * Auto-reconnect stays off: a silent reconnect would continue outside the
+ * open transaction. On a lost connection the caller rolls back its batch,
+ * calls dd_db_reconnect() and replays the whole batch. CLIENT_FOUND_ROWS is
+ * never set, so affected-row counts keep their documented meaning.
+ * CLIENT_MULTI_STATEMENTS is on so a handler can send its statements in one
+ * round trip; every value dedupd puts in a statement is escaped or hex.
+ */
+#ifndef DD_DB_H
+#define DD_DB_H
+
+#include <stddef.h>
+
+#include <mysql.h>
+
+#include "dd_conf.h"
+
+typedef struct dd_db_s dd_db_t;
+
+/* Connects (READ COMMITTED, utf8mb4, autocommit on; transactions are
+ * explicit). Returns 0 or a negative dd_err_t (RETRIABLE when the server
+ * cannot be reached, FATAL for access denied / unknown database). */
+int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size);
+/* Drops the connection and opens a new one with the same settings. */
+int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size);
+void dd_db_close(dd_db_t *db);
+
+MYSQL *dd_db_mysql(dd_db_t *db);
+
+/* Maps a MySQL/MariaDB error number to a dd_err_t class. */
+int dd_db_classify(unsigned int err);
+
+/* Runs one statement and discards any result. On error returns the class
+ * of the error and writes "errno: message" to errstr. */
+int dd_db_exec(dd_db_t *db, const char *sql, size_t len, char *errstr, size_t errstr_size);
+/* Same for a NUL-terminated statement on a raw connection. */
+int dd_db_exec_raw(MYSQL *mysql, const char *sql, char *errstr, size_t errstr_size);
+
+/* ROLLBACK, ignoring errors (the connection may be gone). */
+void dd_db_rollback_quiet(dd_db_t *db);
+
+/* A growable text buffer for building multi-row statements. The buffer is
+ * reused across batches so the hot path does not allocate. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} dd_buf_t;
+
+void dd_buf_reset(dd_buf_t *b);
+void dd_buf_free(dd_buf_t *b);
+void dd_buf_put(dd_buf_t *b, const char *s, size_t n);
+void dd_buf_puts(dd_buf_t *b, const char *s);
+void dd_buf_printf(dd_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends X'hex' (binary-safe literal). */
+void dd_buf_hex(dd_buf_t *b, const void *data, size_t n);
+/* Appends 'escaped text' using the connection's character set. */
+void dd_buf_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n);
+
+#endif /* DD_DB_H */

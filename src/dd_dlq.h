@@ -1,0 +1,50 @@
+/*
+ * Dead-letter producer.
+ *
+ * A message that cannot be applied (bad JSON, no key, conflict, rejected) is
+ * produced to the dead-letter topic with its original key and payload and
+ * headers saying why and where it came from. The source offset may only be
+ * stored after the dead letter is acknowledged, so delivery results come back
+ * through a callback with the caller's opaque pointer; a failed delivery is
+ * reported, and the caller sends it again: a dead letter is never skipped.
+ */
+#ifndef DD_DLQ_H
+#define DD_DLQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "dd_conf.h"
+
+typedef struct dd_dlq_s dd_dlq_t;
+
+/* Called from dd_dlq_poll() on the polling thread; err 0 means acknowledged. */
+typedef void(dd_dlq_cb_t)(void *opaque, rd_kafka_resp_err_t err, void *cb_arg);
+
+typedef struct {
+    const char *topic; /* source topic */
+    int32_t partition;
+    int64_t offset;
+    const void *key; /* Kafka key, may be NULL */
+    size_t key_len;
+    const void *payload;
+    size_t payload_len;
+    const char *reason;  /* bad_json, key_missing, key_too_long, conflict, rejected, ... */
+    const char *error;   /* human-readable detail */
+    const char *biz_key; /* may be NULL */
+} dd_dlq_letter_t;
+
+int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg,
+               char *errstr, size_t errstr_size);
+/* Queues one dead letter. Thread-safe. Blocks while the local queue is full.
+ * Returns 0 or DD_ERR_RETRIABLE (could not enqueue; call again later). */
+int dd_dlq_send(dd_dlq_t *dlq, const dd_dlq_letter_t *letter, void *opaque);
+/* Serves delivery reports. */
+void dd_dlq_poll(dd_dlq_t *dlq, int timeout_ms);
+/* Waits up to timeout_ms for every queued letter; returns the number left. */
+int dd_dlq_flush(dd_dlq_t *dlq, int timeout_ms);
+void dd_dlq_destroy(dd_dlq_t *dlq);
+
+#endif /* DD_DLQ_H */

@@ -1,0 +1,565 @@
+/*
+ * Lane thread: batches, the claim transaction, handler calls, retries (see
+ * dd_lane.h). Everything that talks to the database on the hot path is here.
+ */
+#include "dd_lane.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/rand.h>
+
+#include "dd_common.h"
+#include "dd_db.h"
+#include "dd_log.h"
+
+struct dd_lane_s {
+    dd_lane_shared_t *sh;
+    int idx;
+    pthread_t thr;
+    int started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    dd_item_t *head, *tail;
+
+    dd_db_t *db;
+    dd_buf_t sql;
+    dd_item_t **batch;
+    dd_claim_t *claims;
+    dd_claim_t **claimv;
+    size_t cap;
+    unsigned int seed;
+};
+
+#define DD_LANE_TXN_RETRY (-100) /* internal: a handler asked for RETRY */
+
+/* ---- batch collection ---- */
+
+void dd_lane_push(dd_lane_t *lane, dd_item_t *item)
+{
+    item->next = NULL;
+    pthread_mutex_lock(&lane->mu);
+    if (lane->tail)
+        lane->tail->next = item;
+    else
+        lane->head = item;
+    lane->tail = item;
+    pthread_cond_signal(&lane->cv);
+    pthread_mutex_unlock(&lane->mu);
+}
+
+static void dd_lane_deadline(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* Takes up to max_messages items, waiting up to max_wait_ms after the first
+ * one for the batch to fill. Returns 0 when the lane should exit. */
+static size_t dd_lane_collect(dd_lane_t *lane)
+{
+    const dd_conf_t *conf = lane->sh->conf;
+    size_t n = 0, max = (size_t)conf->batch.max_messages;
+    struct timespec ts;
+    int waited = 0;
+
+    pthread_mutex_lock(&lane->mu);
+    for (;;) {
+        while (lane->head && n < max) {
+            dd_item_t *item = lane->head;
+            lane->head = item->next;
+            if (!lane->head)
+                lane->tail = NULL;
+            item->next = NULL;
+            lane->batch[n++] = item;
+        }
+        if (n >= max || lane->sh->stop_hard)
+            break;
+        if (n > 0 && (waited || conf->batch.max_wait_ms == 0 || lane->sh->stop_soft))
+            break;
+        if (n == 0 && lane->sh->stop_soft)
+            break;
+        dd_lane_deadline(&ts, n > 0 ? conf->batch.max_wait_ms : 100);
+        pthread_cond_timedwait(&lane->cv, &lane->mu, &ts);
+        if (n > 0)
+            waited = 1;
+    }
+    pthread_mutex_unlock(&lane->mu);
+    return n;
+}
+
+/* ---- results back to the main thread ---- */
+
+static void dd_lane_post(dd_lane_t *lane, dd_item_t **items, size_t n, const dd_stats_t *delta)
+{
+    dd_lane_shared_t *sh = lane->sh;
+
+    pthread_mutex_lock(&sh->mu);
+    for (size_t i = 0; i < n; i++) {
+        items[i]->next = NULL;
+        if (sh->done_tail)
+            sh->done_tail->next = items[i];
+        else
+            sh->done_head = items[i];
+        sh->done_tail = items[i];
+    }
+    sh->stats.applied += delta->applied;
+    sh->stats.duplicates += delta->duplicates;
+    sh->stats.conflicts += delta->conflicts;
+    sh->stats.retries += delta->retries;
+    sh->stats.db_errors_retriable += delta->db_errors_retriable;
+    sh->stats.batches += delta->batches;
+    pthread_cond_signal(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void dd_lane_set_fatal(dd_lane_t *lane, const char *err)
+{
+    dd_lane_shared_t *sh = lane->sh;
+
+    pthread_mutex_lock(&sh->mu);
+    if (!sh->fatal) {
+        snprintf(sh->fatal_err, sizeof(sh->fatal_err), "lane %d: %.400s", lane->idx, err);
+        sh->fatal = 1;
+        sh->stats.db_errors_fatal++;
+    }
+    pthread_cond_signal(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* ---- the transaction ---- */
+
+static int dd_lane_sql(dd_lane_t *lane, const char *sql, char *errstr, size_t errstr_size)
+{
+    return dd_db_exec(lane->db, sql, strlen(sql), errstr, errstr_size);
+}
+
+/* Groups the batch's items by key: one claim per distinct key (the first
+ * copy in offset order), claims sorted by key for the lock order. */
+static size_t dd_lane_build_claims(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    size_t u = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        dd_claim_t *c = &lane->claims[i];
+        memset(c, 0, sizeof(*c));
+        c->key = items[i]->key;
+        c->key_len = items[i]->key_len;
+        c->hash = items[i]->hash;
+        c->topic = rd_kafka_topic_name(items[i]->rkm->rkt);
+        c->partition = items[i]->rkm->partition;
+        c->offset = items[i]->rkm->offset;
+        c->result_status = -1;
+        lane->claimv[i] = c;
+    }
+    /* claims[i] belongs to items[i]; the sort is stable on the index so the
+     * first copy of a key leads its group. */
+    dd_claim_sort(lane->claimv, n);
+    for (size_t i = 0; i < n; i++) {
+        dd_claim_t *c = lane->claimv[i];
+        if (u > 0 && dd_claim_cmp(lane->claimv[u - 1], c) == 0) {
+            items[c - lane->claims]->claim = lane->claimv[u - 1];
+            continue;
+        }
+        lane->claimv[u++] = c;
+        items[c - lane->claims]->claim = c;
+    }
+    return u;
+}
+
+static void dd_lane_dlq(dd_item_t *item, dd_reason_t reason, const char *fmt, const char *arg)
+{
+    item->outcome = DD_OUT_DLQ;
+    item->reason = reason;
+    snprintf(item->error, sizeof(item->error), fmt, arg);
+}
+
+/* A copy of a key that this batch does not run the handler for. */
+static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_stats_t *d)
+{
+    dd_claim_t *c = item->claim;
+
+    if (!first && c->mine) {
+        /* A repeat of a key this batch owns: compare with its first copy. */
+        if (memcmp(item->hash, c->hash, DD_HASH_LEN) != 0) {
+            d->conflicts++;
+            dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
+                        "same business key as an earlier message, other content");
+        } else if (c->result_status == DD_ROW_FAILED) {
+            dd_lane_dlq(item, DD_REASON_REJECTED, "copy of a rejected message: %.200s",
+                        c->error ? c->error : "");
+        } else {
+            item->outcome = DD_OUT_DUPLICATE;
+            d->duplicates++;
+        }
+        return DD_OK;
+    }
+    /* Otherwise the stored row decides: the hash is checked on every path. */
+    if (memcmp(item->hash, c->row_hash, DD_HASH_LEN) != 0) {
+        d->conflicts++;
+        dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
+                    "business key already recorded with other content");
+    } else if (c->row_status == DD_ROW_APPLIED) {
+        item->outcome = DD_OUT_DUPLICATE;
+        d->duplicates++;
+    } else if (c->row_status == DD_ROW_FAILED) {
+        /* retry_failed is off: this copy is not retried, but never dropped. */
+        dd_lane_dlq(item, DD_REASON_REJECTED, "previously rejected: %.200s", c->row_error);
+    } else {
+        /* Processing under someone's unexpired lease: try the batch later. */
+        return DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d, char *errstr,
+                               size_t errstr_size)
+{
+    const dd_conf_t *conf = lane->sh->conf;
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    rd_kafka_message_t *rkm = item->rkm;
+    dd_claim_t *c = item->claim;
+    dedupd_result res;
+    dedupd_msg msg = {
+        .topic = c->topic,
+        .partition = rkm->partition,
+        .offset = rkm->offset,
+        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
+        .key = rkm->key,
+        .key_len = rkm->key_len,
+        .payload = rkm->payload,
+        .payload_len = rkm->len,
+        .json = item->json,
+        .biz_key = item->key,
+    };
+    int broken = 0, rc;
+    dedupd_status st;
+
+    rc = dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size);
+    if (rc)
+        return rc;
+    st = dd_handler_handle(lane->sh->h, mysql, &msg, &res, &broken);
+    if (broken) {
+        unsigned int err = mysql_errno(mysql);
+        free(res.response);
+        if (err && dd_db_classify(err) == DD_ERR_RETRIABLE) {
+            dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err,
+                          mysql_error(mysql));
+            return DD_ERR_RETRIABLE; /* e.g. a deadlock rolled the transaction back */
+        }
+        dd_errstr_set(errstr, errstr_size,
+                      "handler %s ended the transaction (COMMIT, ROLLBACK or autocommit) "
+                      "at %s [%d] @%lld: this is a handler bug",
+                      dd_handler_name(lane->sh->h), c->topic, (int)rkm->partition,
+                      (long long)rkm->offset);
+        return DD_ERR_FATAL;
+    }
+    if (st == DEDUPD_OK) {
+        if (res.response && !dd_utf8_valid(res.response, strlen(res.response))) {
+            dd_log_msg(DD_LOG_WARN, c->topic, rkm->partition, rkm->offset, item->key,
+                       "Handler response is not valid UTF-8; not stored.");
+            free(res.response);
+            res.response = NULL;
+        }
+        item->response = res.response;
+        c->response = res.response;
+        c->result_status = DD_ROW_APPLIED;
+        item->outcome = DD_OUT_APPLIED;
+        d->applied++;
+        return DD_OK;
+    }
+    free(res.response);
+    if (mysql_errno(mysql) && dd_db_classify(mysql_errno(mysql)) == DD_ERR_RETRIABLE) {
+        /* Deadlock, lock wait timeout or lost connection under the handler:
+         * a deadlock already rolled back the whole transaction (the
+         * savepoint is gone), so replay the batch rather than the message. */
+        dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", mysql_errno(mysql),
+                      mysql_error(mysql));
+        return DD_ERR_RETRIABLE;
+    }
+    rc = dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size);
+    if (rc)
+        return rc;
+    if (st == DEDUPD_RETRY) {
+        item->attempts++;
+        d->retries++;
+        dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key,
+                   "Handler asked to retry (attempt %d): %s", item->attempts, res.error);
+        if (conf->retry.max_attempts == 0 || item->attempts < conf->retry.max_attempts)
+            return DD_LANE_TXN_RETRY;
+        dd_lane_dlq(item, DD_REASON_RETRIES_EXHAUSTED, "gave up after retries: %.200s", res.error);
+    } else {
+        dd_lane_dlq(item, DD_REASON_REJECTED, "%s", res.error);
+    }
+    dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key,
+               "Message %s: %s", dd_reason2str(item->reason), item->error);
+    c->result_status = DD_ROW_FAILED;
+    c->error = item->error;
+    return DD_OK;
+}
+
+static void dd_lane_free_responses(dd_item_t **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(items[i]->response);
+        items[i]->response = NULL;
+    }
+}
+
+/* One attempt at one transaction over items[0..n). Sets *retry_at to the
+ * index of a message whose handler asked for RETRY (everything rolled back)
+ * or -1. Returns 0 or a dd_err_t class. */
+static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
+                       dd_stats_t *d, char *errstr, size_t errstr_size)
+{
+    unsigned char token[DD_CLAIM_TOKEN_LEN];
+    size_t u, mine = 0;
+    int rc;
+
+    *retry_at = -1;
+    memset(d, 0, sizeof(*d));
+    for (size_t i = 0; i < n; i++) {
+        items[i]->outcome = DD_OUT_NONE;
+        items[i]->response = NULL;
+    }
+    u = dd_lane_build_claims(lane, items, n);
+    if (RAND_bytes(token, sizeof(token)) != 1) {
+        dd_errstr_set(errstr, errstr_size, "no random bytes for the claim token");
+        return DD_ERR_FATAL;
+    }
+    rc = dd_lane_sql(lane, "START TRANSACTION", errstr, errstr_size);
+    if (!rc)
+        rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token, &lane->sql,
+                              errstr, errstr_size);
+    for (size_t i = 0; !rc && i < n; i++) {
+        dd_item_t *item = items[i];
+        int first = item->claim == &lane->claims[i];
+        if (first && item->claim->mine)
+            rc = dd_lane_run_handler(lane, item, d, errstr, errstr_size);
+        else
+            rc = dd_lane_judge_copy(lane, item, first, d);
+        if (rc == DD_LANE_TXN_RETRY) {
+            *retry_at = (long)i;
+            rc = DD_OK;
+            goto rollback;
+        }
+    }
+    /* Outcomes of the keys this batch owns, in key order, one statement. */
+    for (size_t i = 0; !rc && i < u; i++)
+        if (lane->claimv[i]->mine && lane->claimv[i]->result_status >= 0)
+            lane->claimv[mine++] = lane->claimv[i];
+    if (!rc && mine)
+        rc = dd_claim_finish(lane->db, &lane->sh->copts, lane->claimv, mine, &lane->sql, errstr,
+                             errstr_size);
+    if (!rc)
+        rc = dd_lane_sql(lane, "COMMIT", errstr, errstr_size);
+    if (!rc) {
+        dd_lane_free_responses(items, n);
+        d->batches = 1;
+        return DD_OK;
+    }
+rollback:
+    dd_db_rollback_quiet(lane->db);
+    dd_lane_free_responses(items, n);
+    return rc;
+}
+
+/* ---- retries ---- */
+
+static int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
+{
+    const dd_conf_t *conf = lane->sh->conf;
+    int64_t ms = conf->retry.backoff_initial_ms;
+
+    for (int i = 1; i < attempt && ms < conf->retry.backoff_max_ms; i++)
+        ms *= 2;
+    if (ms > conf->retry.backoff_max_ms)
+        ms = conf->retry.backoff_max_ms;
+    /* +-20% jitter so lanes and workers do not retry in lock step */
+    return ms * (80 + rand_r(&lane->seed) % 41) / 100;
+}
+
+/* Retriable database error: roll back (done), reconnect when the
+ * connection is gone, back off. Returns 0 to replay, or a fatal class. */
+static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
+{
+    char err[512];
+    int rc;
+
+    dd_log(DD_LOG_WARN, "Lane %d: batch rolled back, will replay it (attempt %d): %s", lane->idx,
+           attempt, why);
+    for (;;) {
+        if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->sh->stop_hard))
+            return DD_OK;
+        if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
+            return DD_OK;
+        rc = dd_db_reconnect(lane->db, err, sizeof(err));
+        if (!rc) {
+            dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
+            return DD_OK;
+        }
+        if (rc != DD_ERR_RETRIABLE)
+            return rc;
+        dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
+        attempt++;
+    }
+}
+
+/* Puts unfinished items back at the head of the queue (shutdown timeout or
+ * fatal error), so dd_lane_join() hands them to the main thread to free. */
+static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&lane->mu);
+    for (size_t i = n; i-- > 0;) {
+        items[i]->next = lane->head;
+        lane->head = items[i];
+        if (!lane->tail)
+            lane->tail = items[i];
+    }
+    pthread_mutex_unlock(&lane->mu);
+}
+
+/* Runs a whole batch to completion: replays on database errors, commits
+ * the part before a RETRY message and retries from it with backoff. */
+static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    dd_lane_shared_t *sh = lane->sh;
+    dd_item_t *backoff_item = NULL;
+    size_t start = 0;
+    int db_attempt = 0;
+    char err[512];
+    dd_stats_t d;
+
+    for (size_t i = 0; i < n; i++)
+        if (!items[i]->hashed) {
+            dd_key_hash(sh->hspec, items[i]->json, items[i]->hash);
+            items[i]->hashed = 1;
+        }
+    while (start < n && !sh->stop_hard && !sh->fatal) {
+        size_t limit = n - start;
+        long retry_at = -1;
+        int rc;
+
+        if (items[start] == backoff_item &&
+            dd_sleep_ms(dd_lane_backoff_ms(lane, items[start]->attempts), &sh->stop_hard))
+            break;
+        for (;;) {
+            rc = dd_lane_txn(lane, items + start, limit, &retry_at, &d, err, sizeof(err));
+            if (rc || retry_at <= 0)
+                break;
+            backoff_item = items[start + (size_t)retry_at];
+            limit = (size_t)retry_at; /* commit what came before it */
+        }
+        if (rc == DD_ERR_RETRIABLE) {
+            dd_stats_t e = {.db_errors_retriable = 1};
+            dd_lane_post(lane, NULL, 0, &e);
+            rc = dd_lane_recover(lane, ++db_attempt, err);
+            if (!rc)
+                continue;
+        }
+        if (rc) {
+            dd_lane_set_fatal(lane, err);
+            break;
+        }
+        db_attempt = 0;
+        if (retry_at == 0) {
+            backoff_item = items[start];
+            dd_lane_post(lane, NULL, 0, &d);
+            continue;
+        }
+        dd_lane_post(lane, items + start, limit, &d);
+        start += limit;
+    }
+    dd_lane_requeue(lane, items + start, n - start);
+}
+
+static void *dd_lane_main(void *arg)
+{
+    dd_lane_t *lane = arg;
+    size_t n;
+
+    while (!lane->sh->fatal && !lane->sh->stop_hard && (n = dd_lane_collect(lane)) > 0)
+        dd_lane_process(lane, lane->batch, n);
+    return NULL;
+}
+
+int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr,
+                  size_t errstr_size)
+{
+    size_t cap = (size_t)sh->conf->batch.max_messages;
+    dd_lane_t *lane = calloc(1, sizeof(*lane));
+    int rc;
+
+    *lanep = NULL;
+    if (!lane)
+        return DD_ERR_NOMEM;
+    lane->sh = sh;
+    lane->idx = idx;
+    lane->seed = (unsigned int)(time(NULL) ^ (idx * 7919));
+    pthread_mutex_init(&lane->mu, NULL);
+    pthread_cond_init(&lane->cv, NULL);
+    lane->batch = calloc(cap, sizeof(*lane->batch));
+    lane->claims = calloc(cap, sizeof(*lane->claims));
+    lane->claimv = calloc(cap, sizeof(*lane->claimv));
+    lane->cap = cap;
+    if (!lane->batch || !lane->claims || !lane->claimv) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        rc = DD_ERR_NOMEM;
+        goto fail;
+    }
+    rc = dd_db_open(&lane->db, sh->conf, errstr, errstr_size);
+    if (rc)
+        goto fail;
+    if (pthread_create(&lane->thr, NULL, dd_lane_main, lane) != 0) {
+        dd_errstr_set(errstr, errstr_size, "cannot start lane thread");
+        rc = DD_ERR_FATAL;
+        goto fail;
+    }
+    lane->started = 1;
+    *lanep = lane;
+    return DD_OK;
+fail:
+    dd_lane_join(lane, NULL);
+    return rc;
+}
+
+void dd_lane_join(dd_lane_t *lane, dd_item_t **leftover)
+{
+    if (!lane)
+        return;
+    if (lane->started) {
+        pthread_mutex_lock(&lane->mu);
+        pthread_cond_broadcast(&lane->cv);
+        pthread_mutex_unlock(&lane->mu);
+        pthread_join(lane->thr, NULL);
+    }
+    if (leftover) {
+        /* Abandoned work (shutdown timeout): the caller frees it. */
+        dd_item_t *tail = lane->head;
+        while (tail && tail->next)
+            tail = tail->next;
+        if (tail) {
+            tail->next = *leftover;
+            *leftover = lane->head;
+        }
+    }
+    lane->head = lane->tail = NULL;
+    dd_db_close(lane->db);
+    dd_buf_free(&lane->sql);
+    free(lane->batch);
+    free(lane->claims);
+    free(lane->claimv);
+    pthread_mutex_destroy(&lane->mu);
+    pthread_cond_destroy(&lane->cv);
+    free(lane);
+}

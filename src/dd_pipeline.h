@@ -1,0 +1,64 @@
+/*
+ * The consumer loop: poll -> parse/key -> lanes (claim + handler in one
+ * transaction per batch) -> offsets, with dead letters for what cannot be
+ * applied.
+ *
+ * Threads: the main thread polls Kafka, parses messages, routes them by a
+ * hash of the business key to one of `workers` lanes (so one key is always on
+ * one lane), sends dead letters and stores offsets. Each lane owns one
+ * database connection and runs batches. Finished messages come back to the
+ * main thread, which advances each partition's contiguous watermark.
+ */
+#ifndef DD_PIPELINE_H
+#define DD_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dd_conf.h"
+#include "dd_handler.h"
+
+typedef enum {
+    DD_REASON_BAD_JSON = 0,
+    DD_REASON_KEY_MISSING,
+    DD_REASON_KEY_TOO_LONG,
+    DD_REASON_PAYLOAD_TOO_LARGE,
+    DD_REASON_CONFLICT,
+    DD_REASON_REJECTED,
+    DD_REASON_RETRIES_EXHAUSTED,
+    DD_REASON_CNT
+} dd_reason_t;
+
+const char *dd_reason2str(dd_reason_t reason);
+
+typedef struct {
+    uint64_t messages;   /* consumed, each counted once */
+    uint64_t applied;    /* handler OK, committed */
+    uint64_t duplicates; /* skipped: same key and hash already applied (or earlier in the batch) */
+    uint64_t conflicts;  /* same key, different hash */
+    uint64_t retries;    /* handler RETRY */
+    uint64_t db_errors_retriable;
+    uint64_t db_errors_fatal;
+    uint64_t batches;
+    uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
+} dd_stats_t;
+
+typedef struct dd_pipeline_s dd_pipeline_t;
+
+/* The handler stays owned by the caller and must outlive the pipeline. */
+int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h, char *errstr,
+                    size_t errstr_size);
+
+/* Runs until *stop is set (then shuts down cleanly within
+ * shutdown_timeout) or, with exit_at_end, until every assigned partition is
+ * applied and committed up to its end offset at start. Returns 0 or a
+ * negative dd_err_t (fatal: exit non-zero). */
+int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
+                    size_t errstr_size);
+
+/* A consistent copy of the counters (any thread). */
+void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out);
+
+void dd_pipeline_destroy(dd_pipeline_t *pl);
+
+#endif /* DD_PIPELINE_H */

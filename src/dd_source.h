@@ -1,0 +1,50 @@
+/*
+ * The Kafka side of the worker: a high-level consumer with offset storing in
+ * our hands (enable.auto.offset.store=false). Offsets are stored only for
+ * finished messages (dd_offsets watermark) and committed by librdkafka's
+ * timer, synchronously on revoke and on shutdown.
+ */
+#ifndef DD_SOURCE_H
+#define DD_SOURCE_H
+
+#include <stddef.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "dd_conf.h"
+#include "dd_offsets.h"
+
+typedef struct dd_source_s dd_source_t;
+
+/* Called inside dd_source_poll() on a rebalance, before librdkafka is told
+ * about the change: on revoke the callee finishes or abandons in-flight work
+ * of those partitions and stores their offsets; dd_source then commits and
+ * unassigns. `lost` says the partitions are already owned by someone else. */
+typedef void(dd_source_rebalance_cb_t)(void *arg, int assign,
+                                       const rd_kafka_topic_partition_list_t *parts, int lost);
+
+/* Creates the consumer (without subscribing). offs is updated from commit
+ * results. */
+int dd_source_new(dd_source_t **srcp, const dd_conf_t *conf, dd_offsets_t *offs,
+                  dd_source_rebalance_cb_t *cb, void *cb_arg, char *errstr, size_t errstr_size);
+rd_kafka_t *dd_source_rk(dd_source_t *src);
+int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size);
+
+/* Creates a tracker for every partition of the configured topics with the
+ * low/high watermarks taken now (for --exit-at-end). */
+int dd_source_query_ends(dd_source_t *src, int timeout_ms, char *errstr, size_t errstr_size);
+
+/* Stores the watermark of every assigned tracker that moved. Entries that
+ * fail (partition no longer assigned) are logged and skipped. */
+void dd_source_store(dd_source_t *src);
+/* Commits stored offsets synchronously. Returns 0, or DD_ERR_RETRIABLE. */
+int dd_source_commit_sync(dd_source_t *src, char *errstr, size_t errstr_size);
+
+/* Pauses or resumes every assigned partition (backpressure). */
+void dd_source_pause(dd_source_t *src, int pause);
+int dd_source_paused(const dd_source_t *src);
+
+/* Leaves the group (runs the revoke callback) and destroys the consumer. */
+void dd_source_destroy(dd_source_t *src);
+
+#endif /* DD_SOURCE_H */

@@ -1,0 +1,371 @@
+# shellcheck shell=bash
+# Test bed for the numbered integration scenarios (tests/integration/NN-*.sh).
+#
+# Each scenario gets a fresh database on the shared private MariaDB (started
+# by scripts/test, socket in DD_TEST_MYSQL_SOCKET), its own mock Kafka
+# cluster, a temp dir, and an EXIT trap that stops every process it started.
+# Tests never skip: without a database they fail, because a skipped
+# integration test is a test nobody notices is not running.
+#
+# Environment from meson: DEDUPD, DDTK, DD_LEDGER_SO, DD_TEST_HANDLER_DIR,
+# DD_TEST_SRC_DIR; from scripts/test: DD_TEST_MYSQL_SOCKET, TB_TIMEOUT_MULT.
+#
+#   source "$(dirname "$0")/lib.sh"
+#   tb_init dup_basic
+#   tb_mock payments:4
+#   tb_config
+#   tb_migrate
+#   printf '0\t-\t{"merchant_id":"m1","order_no":"o1","amount":1.00}\n' | tb_produce
+#   tb_run
+#   tb_eq "applied rows" 1 "$(tb_sql 'SELECT COUNT(*) FROM dedup_record WHERE status = 1')"
+#   tb_assert_committed_at_end
+#   tb_done
+#
+# Config knobs read by tb_config (set them before calling it):
+#   TB_GROUP (tg)  TB_TOPIC (first mock topic)  TB_TOPICS (space separated,
+#   default TB_TOPIC)  TB_KEY (pay:${merchant_id}:${order_no})  TB_TTL (7d)
+#   TB_HANDLER ($DD_LEDGER_SO)  TB_HANDLER_CONFIG (libconfig body of
+#   handler.config)  TB_WORKERS (2)  TB_BATCH_MAX (500)  TB_BATCH_WAIT_MS (20)
+#   TB_KAFKA_PROPS (extra librdkafka "name=value" words)  TB_DEDUP_EXTRA /
+#   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA (lines inside those groups)  TB_DLQ_TOPIC.
+# Extra arguments after FILE are appended as top-level lines.
+
+set -euo pipefail
+
+TB_PASS=0
+TB_FAIL=0
+TB_PIDS=()
+TB_NAME=
+TB_DIR=
+TB_DB=
+TB_BROKERS=
+TB_MOCK_PID=
+TB_CONF=
+TB_TIMEOUT_MULT=${TB_TIMEOUT_MULT:-1}
+
+tb_log() { printf '# %s\n' "$*"; }
+
+tb_die() {
+  printf 'not ok - %s\n' "$*"
+  TB_FAIL=$((TB_FAIL + 1))
+  exit 1
+}
+
+# Seconds scaled for slow builds (ASan/UBSan runs export TB_TIMEOUT_MULT=3).
+tb_secs() { echo $(($1 * TB_TIMEOUT_MULT)); }
+
+_tb_require_env() {
+  local v
+  for v in DEDUPD DDTK DD_LEDGER_SO; do
+    [[ -n "${!v:-}" ]] || tb_die "environment variable $v is not set (run through meson test)"
+  done
+  if [[ -z "${DD_TEST_MYSQL_SOCKET:-}" ]]; then
+    tb_die "DD_TEST_MYSQL_SOCKET is not set: integration tests need the private MariaDB started by scripts/test"
+  fi
+  [[ -S "$DD_TEST_MYSQL_SOCKET" ]] || tb_die "DD_TEST_MYSQL_SOCKET=$DD_TEST_MYSQL_SOCKET is not a socket"
+}
+
+# Stops one process: SIGTERM, then SIGKILL after a grace period.
+_tb_reap() {
+  local pid="$1" ticks=50
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null && ((ticks-- > 0)); do sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+_tb_cleanup() {
+  local rc=$? pid f
+  set +e
+  for pid in "${TB_PIDS[@]}"; do _tb_reap "$pid"; done
+  if [[ -z "$TB_DIR" ]]; then
+    :
+  elif ((rc != 0 || TB_FAIL > 0)); then
+    # meson --print-errorlogs shows this output: the logs explain the failure.
+    for f in "$TB_DIR"/*.log; do
+      [[ -s "$f" ]] || continue
+      echo "# ---- last 30 lines of $f ----"
+      tail -n 30 "$f" | sed 's/^/#   /'
+    done
+    echo "# test dir kept: $TB_DIR"
+  elif [[ -n "$TB_DIR" && -z "${TB_KEEP:-}" ]]; then
+    rm -rf "$TB_DIR"
+  fi
+  exit "$rc"
+}
+
+tb_init() {
+  TB_NAME="${1:?usage: tb_init NAME}"
+  trap _tb_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  _tb_require_env
+  TB_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dd-it-${TB_NAME//[^A-Za-z0-9_-]/_}.XXXXXX")
+  TB_DB="t_${TB_NAME//[^A-Za-z0-9_]/_}"
+  TB_DB="${TB_DB:0:64}"
+  TB_CONF="$TB_DIR/dedupd.conf"
+  export DD_TEST_PW=  # tests run without a password; the variable must exist
+  _tb_mariadb -e "DROP DATABASE IF EXISTS \`$TB_DB\`; CREATE DATABASE \`$TB_DB\`" ||
+    tb_die "cannot create database $TB_DB on $DD_TEST_MYSQL_SOCKET"
+  tb_log "test $TB_NAME: dir $TB_DIR, database $TB_DB"
+}
+
+_tb_mariadb() {
+  mariadb --no-defaults --socket="$DD_TEST_MYSQL_SOCKET" -uroot "$@"
+}
+
+# tb_sql "SQL" -> result rows, tab separated, no header, against TB_DB.
+tb_sql() {
+  _tb_mariadb -N -B "$TB_DB" -e "$1"
+}
+
+# tb_bg NAME cmd...: runs cmd in the background, output to $TB_DIR/NAME.log;
+# the cleanup trap stops it. The pid is in TB_LAST_PID.
+tb_bg() {
+  local name="$1"
+  shift
+  "$@" >>"$TB_DIR/$name.log" 2>&1 &
+  TB_LAST_PID=$!
+  TB_PIDS+=("$TB_LAST_PID")
+}
+
+# tb_wait_until SECONDS "what" cmd...: polls cmd until it succeeds.
+tb_wait_until() {
+  local secs ticks what="$2"
+  secs=$(tb_secs "$1")
+  ticks=$((secs * 5))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((ticks-- > 0)) || { echo "# timed out after ${secs}s waiting for: $what"; return 1; }
+    sleep 0.2
+  done
+}
+
+# tb_mock TOPIC:PARTS [...]: starts a mock cluster with those topics.
+# TB_MOCK_BROKERS sets the broker count. Sets TB_BROKERS and, if unset, TB_TOPIC.
+tb_mock() {
+  (($# > 0)) || tb_die "usage: tb_mock TOPIC:PARTITIONS [...]"
+  local args=() t
+  for t in "$@"; do args+=(--topic "$t"); done
+  [[ -n "${TB_MOCK_BROKERS:-}" ]] && args+=(--brokers "$TB_MOCK_BROKERS")
+  rm -f "$TB_DIR/mock.bootstrap"
+  [[ -p "$TB_DIR/mock.ctl" ]] || mkfifo "$TB_DIR/mock.ctl"
+  tb_bg mock "$DEDUPD" mock-kafka "${args[@]}" \
+    --bootstrap-file "$TB_DIR/mock.bootstrap" --control "$TB_DIR/mock.ctl"
+  TB_MOCK_PID=$TB_LAST_PID
+  if ! tb_wait_until 20 "mock cluster bootstrap file" test -s "$TB_DIR/mock.bootstrap"; then
+    kill -0 "$TB_MOCK_PID" 2>/dev/null || tb_die "dedupd mock-kafka exited (see mock.log)"
+    tb_die "dedupd mock-kafka wrote no bootstrap file"
+  fi
+  TB_BROKERS=$(head -n 1 "$TB_DIR/mock.bootstrap")
+  TB_TOPIC="${TB_TOPIC:-${1%%:*}}"
+  tb_log "mock cluster at $TB_BROKERS (pid $TB_MOCK_PID)"
+}
+
+# tb_mock_ctl "command": one line to the mock's control FIFO.
+tb_mock_ctl() {
+  [[ -p "$TB_DIR/mock.ctl" ]] || tb_die "no mock cluster control FIFO"
+  timeout --foreground 10 bash -c 'printf "%s\n" "$1" >"$2"' _ "$1" "$TB_DIR/mock.ctl" ||
+    tb_die "mock cluster did not read control command: $1"
+}
+
+# A libconfig string literal.
+_tb_str() {
+  local s="${1//\\/\\\\}"
+  printf '"%s"' "${s//\"/\\\"}"
+}
+
+_tb_str_list() {
+  local out="" w
+  for w in "$@"; do out+="${out:+, }$(_tb_str "$w")"; done
+  printf '[%s]' "$out"
+}
+
+# tb_config [FILE] [extra top-level lines...]: writes a config from TB_*.
+tb_config() {
+  local file="${1:-$TB_CONF}" topics props handler
+  local default_key='pay:${merchant_id}:${order_no}'
+  (($# > 0)) && shift
+  [[ -n "$TB_BROKERS" ]] || tb_die "tb_config needs a cluster: call tb_mock first"
+  # shellcheck disable=SC2206 # word splitting of the lists is intended
+  topics=(${TB_TOPICS:-$TB_TOPIC})
+  # shellcheck disable=SC2206
+  props=(session.timeout.ms=6000 max.poll.interval.ms=10000 heartbeat.interval.ms=1000
+    ${TB_KAFKA_PROPS:-})
+  handler="${TB_HANDLER:-$DD_LEDGER_SO}"
+  {
+    echo "# written by tests/integration/lib.sh for $TB_NAME"
+    echo "kafka = { brokers = $(_tb_str "$TB_BROKERS"); group = $(_tb_str "${TB_GROUP:-tg}");"
+    echo "          topics = $(_tb_str_list "${topics[@]}");"
+    echo "          properties = $(_tb_str_list "${props[@]}");"
+    [[ -n "${TB_KAFKA_EXTRA:-}" ]] && echo "          $TB_KAFKA_EXTRA"
+    echo "};"
+    echo "mysql = { socket = $(_tb_str "$DD_TEST_MYSQL_SOCKET"); user = \"root\"; database = $(_tb_str "$TB_DB");"
+    [[ -n "${TB_MYSQL_EXTRA:-}" ]] && echo "          $TB_MYSQL_EXTRA"
+    echo "};"
+    echo "dedup = { key = $(_tb_str "${TB_KEY:-$default_key}"); ttl = $(_tb_str "${TB_TTL:-7d}");"
+    [[ -n "${TB_DEDUP_EXTRA:-}" ]] && echo "          $TB_DEDUP_EXTRA"
+    echo "};"
+    if [[ -n "${TB_HANDLER_CONFIG:-}" ]]; then
+      echo "handler = { path = $(_tb_str "$handler"); config = { $TB_HANDLER_CONFIG }; };"
+    else
+      echo "handler = { path = $(_tb_str "$handler"); };"
+    fi
+    [[ -n "${TB_DLQ_TOPIC:-}" ]] && echo "dlq = { topic = $(_tb_str "$TB_DLQ_TOPIC"); };"
+    echo "batch = { max_messages = ${TB_BATCH_MAX:-500}; max_wait_ms = ${TB_BATCH_WAIT_MS:-20}; };"
+    echo "workers = ${TB_WORKERS:-2};"
+    local line
+    for line in "$@"; do echo "$line"; done
+  } >"$file"
+  TB_CONF="$file"
+}
+
+# tb_run [args]: dedupd run --exit-at-end on TB_CONF; returns its exit code.
+tb_run() {
+  local rc=0 secs log="$TB_DIR/run.log" start
+  secs=$(tb_secs "${TB_RUN_TIMEOUT:-120}")
+  echo "---- dedupd run $* ($(date +%T))" >>"$log"
+  start=$(wc -l <"$log")
+  # --foreground keeps timeout in the test's process group, so meson's kill of
+  # a timed-out test reaches dedupd too.
+  timeout --foreground -k 10 "$secs" "$DEDUPD" run -c "$TB_CONF" --exit-at-end "$@" >>"$log" 2>&1 || rc=$?
+  if ((rc == 124)); then
+    echo "# dedupd run timed out after ${secs}s; last 50 lines of $log:"
+    tail -n +"$((start + 1))" "$log" | tail -n 50 | sed 's/^/#   /'
+  elif ((rc != 0)); then
+    echo "# dedupd run exited $rc; last 50 lines of $log:"
+    tail -n +"$((start + 1))" "$log" | tail -n 50 | sed 's/^/#   /'
+  fi
+  return "$rc"
+}
+
+# tb_start NAME [args]: dedupd run (no --exit-at-end) in the background; pid in
+# TB_LAST_PID, output in $TB_DIR/NAME.log. Stop it with tb_stop or tb_kill9.
+tb_start() {
+  local name="$1"
+  shift
+  tb_bg "$name" "$DEDUPD" run -c "$TB_CONF" "$@"
+}
+
+# tb_stop PID: SIGTERM and wait; returns the process's exit code.
+tb_stop() {
+  local pid="$1" rc=0 secs
+  secs=$(tb_secs 60)
+  kill -TERM "$pid" 2>/dev/null || true
+  timeout --foreground "$secs" tail --pid="$pid" -f /dev/null || {
+    echo "# pid $pid ignored SIGTERM for ${secs}s; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+  }
+  wait "$pid" 2>/dev/null || rc=$?
+  return "$rc"
+}
+
+tb_kill9() {
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+tb_migrate() {
+  local rc=0
+  "$DEDUPD" migrate -c "$TB_CONF" >>"$TB_DIR/migrate.log" 2>&1 || rc=$?
+  ((rc == 0)) || { echo "# dedupd migrate exited $rc:"; sed 's/^/#   /' "$TB_DIR/migrate.log"; }
+  return "$rc"
+}
+
+# Kafka helpers through ddtk; TOPIC defaults to TB_TOPIC.
+tb_produce() { "$DDTK" produce -b "$TB_BROKERS" -t "${1:-$TB_TOPIC}"; }
+tb_consume() { "$DDTK" consume -b "$TB_BROKERS" -t "${1:-$TB_TOPIC}"; }
+tb_dlq() { "$DDTK" consume -b "$TB_BROKERS" -t "${1:-${TB_DLQ_TOPIC:-$TB_TOPIC.dlq}}"; }
+tb_committed() { "$DDTK" committed -b "$TB_BROKERS" -g "${1:-${TB_GROUP:-tg}}" -t "${2:-$TB_TOPIC}"; }
+tb_watermarks() { "$DDTK" watermarks -b "$TB_BROKERS" -t "${1:-$TB_TOPIC}"; }
+
+# tb_dlq_reasons [TOPIC]: "reason count" lines, sorted, from the DLQ headers.
+tb_dlq_reasons() {
+  tb_dlq "$@" | python3 -c '
+import collections, json, sys
+c = collections.Counter()
+for line in sys.stdin:
+    if line.strip():
+        c[json.loads(line).get("headers", {}).get("dedupd.reason", "(none)")] += 1
+for reason in sorted(c):
+    print(reason, c[reason])'
+}
+
+# tb_dlq_count REASON [TOPIC]: how many dead letters carry that reason.
+tb_dlq_count() {
+  local reason="$1"
+  shift
+  tb_dlq_reasons "$@" | awk -v r="$reason" '$1 == r { n = $2 } END { print n + 0 }'
+}
+
+# --- assertions ----------------------------------------------------------
+
+tb_ok() {
+  TB_PASS=$((TB_PASS + 1))
+  printf 'ok - %s\n' "$1"
+}
+
+tb_not_ok() {
+  TB_FAIL=$((TB_FAIL + 1))
+  printf 'not ok - %s\n' "$1"
+}
+
+# tb_eq WHAT EXPECTED ACTUAL
+tb_eq() {
+  if [[ "$2" == "$3" ]]; then
+    tb_ok "$1"
+  else
+    tb_not_ok "$1: expected '$2', got '$3'"
+  fi
+}
+
+# tb_check WHAT cmd...: passes when cmd succeeds.
+tb_check() {
+  local what="$1"
+  shift
+  if "$@"; then tb_ok "$what"; else tb_not_ok "$what (command failed: $*)"; fi
+}
+
+# tb_assert_committed_at_end [GROUP] [TOPIC]: every partition's committed
+# offset equals its high watermark (an empty partition may have none).
+tb_assert_committed_at_end() {
+  local group="${1:-${TB_GROUP:-tg}}" topic="${2:-$TB_TOPIC}" wm committed
+  wm=$(tb_watermarks "$topic") || { tb_not_ok "watermarks of $topic"; return 0; }
+  committed=$(tb_committed "$group" "$topic") || { tb_not_ok "committed offsets of $group"; return 0; }
+  local bad
+  bad=$(awk '
+    NR == FNR { c[$1] = $2; next }
+    { high = $3; got = ($1 in c) ? c[$1] : "none"
+      if (got != high && !(high == 0 && got == -1)) printf "p%s committed %s high %s; ", $1, got, high }
+  ' <(printf '%s\n' "$committed") <(printf '%s\n' "$wm"))
+  if [[ -z "$wm" ]]; then
+    tb_not_ok "group $group committed at end of $topic: no partitions"
+  elif [[ -n "$bad" ]]; then
+    tb_not_ok "group $group committed at end of $topic: $bad"
+  else
+    tb_ok "group $group committed at end of $topic ($(wc -l <<<"$wm") partitions)"
+  fi
+}
+
+# tb_expect_outcome EXPECT_JSON [TABLE]: checks the dead letters and the dedup
+# rows against a scripts/gen-payments.py --expect file.
+tb_expect_outcome() {
+  local exp="$1" table="${2:-dedup_record}" reason n
+  for reason in bad_json key_missing key_too_long rejected conflict; do
+    n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dead_letters"][sys.argv[2]])' "$exp" "$reason")
+    tb_eq "dead letters $reason" "$n" "$(tb_dlq_count "$reason")"
+  done
+  n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dedup_rows"]["applied"])' "$exp")
+  tb_eq "dedup rows applied" "$n" "$(tb_sql "SELECT COUNT(*) FROM \`$table\` WHERE status = 1")"
+  n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dedup_rows"]["failed"])' "$exp")
+  tb_eq "dedup rows failed" "$n" "$(tb_sql "SELECT COUNT(*) FROM \`$table\` WHERE status = 2")"
+  tb_eq "dedup rows processing" 0 "$(tb_sql "SELECT COUNT(*) FROM \`$table\` WHERE status = 0")"
+}
+
+tb_done() {
+  echo "1..$((TB_PASS + TB_FAIL))"
+  echo "# $TB_NAME: $TB_PASS passed, $TB_FAIL failed"
+  ((TB_FAIL == 0)) || exit 1
+  exit 0
+}
