@@ -9,12 +9,13 @@ feeds `ddtk produce` (one line per message: PARTITION<TAB>KEY<TAB>PAYLOAD,
 key "-" = null, payload "hex:..." = bytes). With --expect, a JSON summary of
 what a correct run must leave behind is written too.
 
-Payload of a good message (about 200 bytes):
+Payload of a good message (about 250 bytes), as src/handlers/ledger.c wants:
   {"merchant_id": "m007", "order_no": "P00001234", "amount": 12.34,
-   "currency": "CNY", "status": "SUCCESS", "ts": "...", "channel": "alipay",
-   "payer": {"id": "u123456", "name": "...", "bank": "ICBC"}, "trade_no": "..."}
+   "currency": "CNY", "status": "PAID", "ts": "...", "channel": "alipay",
+   "payer": {"id": "u123456", "name": "...", "bank": "ICBC"}, "txn_id": "..."}
 The key template is pay:${merchant_id}:${order_no}. A negative amount is
-rejected by the ledger handler. The ledger credits `amount` to the merchant.
+rejected by the ledger handler. The ledger credits `amount` to the merchant's
+CNY balance and counts one entry per applied payment.
 
 Bad messages (--bad N, spread over these kinds, each delivered once):
   bad_json      truncated/invalid JSON text, or binary bytes (not UTF-8)
@@ -62,7 +63,7 @@ def parse_args():
     p.add_argument('--window', type=int, default=2000,
                    help='mean distance (messages) from a payment to its redelivery')
     p.add_argument('--edge', action='store_true',
-                   help='add good edge-case keys: exactly 255 bytes, non-ASCII order_no')
+                   help='add good edge-case keys: 64-byte and non-ASCII order_no')
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--expect', metavar='FILE', help='write the expected outcome as JSON')
     a = p.parse_args()
@@ -106,13 +107,13 @@ class Gen:
             'order_no': order_no,
             'amount': cents,  # rendered by amount_text()
             'currency': 'CNY',
-            'status': 'SUCCESS',
+            'status': 'PAID',
             'ts': '2024-05-%02dT%02d:%02d:%02d.%03dZ' % (
                 1 + b(28), b(24), b(60), b(60), b(1000)),
             'channel': self.pick(CHANNELS),
             'payer': {'id': 'u%06d' % b(10 ** 6), 'name': self.pick(NAMES),
                       'bank': self.pick(BANKS)},
-            'trade_no': '2024%08d%08d' % (b(10 ** 8), b(10 ** 8)),
+            'txn_id': 'T2024%08d%08d' % (b(10 ** 8), b(10 ** 8)),
         }
 
     def amount_text(self, cents, variant):
@@ -237,8 +238,8 @@ class Gen:
             specs.append((merchants[i % a.merchants], 'P%08d' % i, 1 + self.below(99999)))
         if a.edge:
             m = merchants[0]
-            specs.append((m, 'E' * (MAX_KEY - len('pay:%s:' % m)), 4242))  # exactly 255 bytes
-            specs.append((m, 'E-订单-ü', 1001))                             # UTF-8 key bytes
+            specs.append((m, 'E' * 64, 4242))     # the ledger's longest order_no
+            specs.append((m, 'E-订单-ü', 1001))   # UTF-8 key bytes
         for i, (m, order_no, cents) in enumerate(specs):
             self.good(i, m, order_no, cents, float(i), i in conflict_idx)
             balances[m]['balance_cents'] += cents

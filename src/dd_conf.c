@@ -82,15 +82,15 @@ typedef int (*dd_conf_check_t)(dd_conf_ctx_t *ctx, int idx);
 typedef struct dd_conf_item_s {
     const char *path; /* "kafka.brokers"; top-level settings have no dot */
     dd_conf_type_t type;
-    const char *def;     /* default, as environment text; NULL: unset */
-    int64_t min, max;    /* int: value; duration: ms; list: element count */
-    int flags;           /* DD_CF_* */
-    size_t off;          /* where the value lives in dd_conf_t */
-    size_t size;         /* size of that field; 0: not stored (plain groups) */
-    size_t cnt_off;      /* lists: the int element count */
-    int64_t unit_ms;     /* durations: 1 stores ms, 1000 stores seconds */
+    const char *def;                /* default, as environment text; NULL: unset */
+    int64_t min, max;               /* int: value; duration: ms; list: element count */
+    int flags;                      /* DD_CF_* */
+    size_t off;                     /* where the value lives in dd_conf_t */
+    size_t size;                    /* size of that field; 0: not stored (plain groups) */
+    size_t cnt_off;                 /* lists: the int element count */
+    int64_t unit_ms;                /* durations: 1 stores ms, 1000 stores seconds */
     int (*parse)(const char *name); /* enums: name -> value, -1 if unknown */
-    const char *allowed; /* text for the reference when bounds do not say it */
+    const char *allowed;            /* text for the reference when bounds do not say it */
     dd_conf_check_t check;
     const char *desc;
 } dd_conf_item_t;
@@ -104,12 +104,14 @@ static int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx);
 
+/* clang-format off */
 #define DD_AT(field) .off = offsetof(dd_conf_t, field), .size = sizeof(((dd_conf_t *)0)->field)
 #define DD_LIST_AT(field, cnt) DD_AT(field), .cnt_off = offsetof(dd_conf_t, cnt)
 #define DD_GROUP(p, d) {.path = (p), .type = DD_CT_GROUP, .desc = (d)}
 
 /* The schema. Groups come before their members; the order is the order of
- * the reference and of validation. */
+ * the reference and of validation. Kept out of clang-format, which would put
+ * every field on its own line. */
 static const dd_conf_item_t dd_conf_items[] = {
     DD_GROUP("kafka", "Kafka source."),
     {.path = "kafka.brokers", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED,
@@ -231,6 +233,7 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "purge.batch", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
      DD_AT(purge.batch), .desc = "Rows deleted per purge statement."},
 };
+/* clang-format on */
 
 #define DD_CONF_ITEM_CNT ((int)DD_ARRAY_LEN(dd_conf_items))
 _Static_assert(DD_ARRAY_LEN(dd_conf_items) <= DD_CONF_MAX_ITEMS, "raise DD_CONF_MAX_ITEMS");
@@ -242,8 +245,7 @@ _Static_assert(DD_ARRAY_LEN(dd_conf_items) <= DD_CONF_MAX_ITEMS, "raise DD_CONF_
 static int dd_conf_item_idx(const char *path)
 {
     for (int i = 0; i < DD_CONF_ITEM_CNT; i++)
-        if (strcmp(dd_conf_items[i].path, path) == 0)
-            return i;
+        if (strcmp(dd_conf_items[i].path, path) == 0) return i;
     return -1;
 }
 
@@ -274,30 +276,31 @@ static void dd_conf_fmt_duration(int64_t ms, char *out, size_t out_size)
         int64_t ms;
     } units[] = {{"d", DD_MS_DAY}, {"h", DD_MS_HOUR}, {"m", DD_MS_MIN}, {"s", DD_MS_SEC}};
 
+    if (ms == 0) {
+        snprintf(out, out_size, "0");
+        return;
+    }
     for (size_t i = 0; i < DD_ARRAY_LEN(units); i++) {
-        if (ms != 0 && ms % units[i].ms == 0) {
+        if (ms % units[i].ms == 0) {
             snprintf(out, out_size, "%lld%s", (long long)(ms / units[i].ms), units[i].name);
             return;
         }
     }
-    snprintf(out, out_size, ms == 0 ? "0" : "%lldms", (long long)ms);
+    snprintf(out, out_size, "%lldms", (long long)ms);
 }
 
 static char *dd_conf_resolve(const dd_conf_t *conf, const char *path)
 {
     char *out = NULL;
 
-    if (path[0] == '/')
-        return strdup(path);
-    if (asprintf(&out, "%s/%s", conf->dir, path) < 0)
-        return NULL;
+    if (path[0] == '/') return strdup(path);
+    if (asprintf(&out, "%s/%s", conf->dir, path) < 0) return NULL;
     return out;
 }
 
 static void dd_conf_free_str(char **s, int secret)
 {
-    if (*s && secret)
-        explicit_bzero(*s, strlen(*s));
+    if (*s && secret) explicit_bzero(*s, strlen(*s));
     free(*s);
     *s = NULL;
 }
@@ -338,13 +341,10 @@ static unsigned dd_conf_elem_line(const char *file, unsigned list_line, unsigned
     char buf[4096];
     FILE *fp;
 
-    if (line <= list_line || !(fp = fopen(file, "r")))
-        return line;
+    if (line <= list_line || !(fp = fopen(file, "r"))) return line;
     while (cur < line && fgets(buf, sizeof(buf), fp)) {
-        if (strchr(buf, '\n') || feof(fp))
-            cur++;
-        if (cur >= list_line && strchr(buf, '"'))
-            best = cur;
+        if (strchr(buf, '\n') || feof(fp)) cur++;
+        if (cur >= list_line && strchr(buf, '"')) best = cur;
     }
     fclose(fp);
     return best;
@@ -356,10 +356,8 @@ static unsigned dd_conf_line(const char *file, const config_setting_t *s,
 {
     unsigned line = config_setting_source_line(s);
 
-    if (!at || config_setting_source_line(at) == 0)
-        return line;
-    if (config_setting_type(at) != CONFIG_TYPE_STRING)
-        return config_setting_source_line(at);
+    if (!at || config_setting_source_line(at) == 0) return line;
+    if (config_setting_type(at) != CONFIG_TYPE_STRING) return config_setting_source_line(at);
     return dd_conf_elem_line(file, line, config_setting_source_line(at));
 }
 
@@ -418,8 +416,7 @@ static int dd_conf_store_str(dd_conf_ctx_t *ctx, int idx, const char *val)
     if (!*val && !(it->flags & DD_CF_EMPTY_OK))
         return dd_conf_fail(ctx, idx, NULL, "must not be empty");
     dd_conf_free_str(field, it->flags & DD_CF_SECRET);
-    if (!(*field = strdup(val)))
-        return dd_conf_nomem(ctx);
+    if (!(*field = strdup(val))) return dd_conf_nomem(ctx);
     return 0;
 }
 
@@ -484,8 +481,7 @@ static int dd_conf_store_list(dd_conf_ctx_t *ctx, int idx, char **list, int cnt)
         return dd_conf_fail(ctx, idx, NULL, "must have at least %lld element(s)",
                             (long long)it->min);
     if (cnt > it->max)
-        return dd_conf_fail(ctx, idx, NULL, "must have at most %lld elements",
-                            (long long)it->max);
+        return dd_conf_fail(ctx, idx, NULL, "must have at most %lld elements", (long long)it->max);
     return 0;
 }
 
@@ -498,12 +494,10 @@ static int dd_conf_parse_int(const char *s, int64_t *v)
     char *end;
     long long n;
 
-    if (!*s || isspace((unsigned char)*s))
-        return -1;
+    if (!*s || isspace((unsigned char)*s)) return -1;
     errno = 0;
     n = strtoll(s, &end, 10);
-    if (errno || *end)
-        return -1;
+    if (errno || *end) return -1;
     *v = n;
     return 0;
 }
@@ -514,10 +508,8 @@ static int dd_conf_parse_bool(const char *s, int *v)
     static const char *const no[] = {"false", "no", "off", "0"};
 
     for (size_t i = 0; i < DD_ARRAY_LEN(yes); i++) {
-        if (strcasecmp(s, yes[i]) == 0)
-            return *v = 1, 0;
-        if (strcasecmp(s, no[i]) == 0)
-            return *v = 0, 0;
+        if (strcasecmp(s, yes[i]) == 0) return *v = 1, 0;
+        if (strcasecmp(s, no[i]) == 0) return *v = 0, 0;
     }
     return -1;
 }
@@ -583,7 +575,8 @@ static int dd_conf_take_text(dd_conf_ctx_t *ctx, int idx, const char *text)
         if (dd_conf_parse_duration_ms(text, &v) != 0)
             return dd_conf_fail(ctx, idx, NULL,
                                 "expected a duration like \"250ms\", \"30s\" or \"1h30m\", "
-                                "got \"%s\"", text);
+                                "got \"%s\"",
+                                text);
         return dd_conf_store_duration(ctx, idx, v);
     case DD_CT_LIST:
         return dd_conf_list_from_text(ctx, idx, text);
@@ -605,8 +598,7 @@ static int dd_conf_list_from_setting(dd_conf_ctx_t *ctx, int idx, const config_s
     if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
         return dd_conf_fail(ctx, idx, NULL, "expected a list of strings");
     n = config_setting_length(s);
-    if (n > 0 && !(list = calloc((size_t)n, sizeof(*list))))
-        return dd_conf_nomem(ctx);
+    if (n > 0 && !(list = calloc((size_t)n, sizeof(*list)))) return dd_conf_nomem(ctx);
     for (cnt = 0; cnt < n; cnt++) {
         const config_setting_t *e = config_setting_get_elem(s, (unsigned)cnt);
         const char *val = config_setting_get_string(e);
@@ -642,10 +634,8 @@ static int dd_conf_duration_from_setting(dd_conf_ctx_t *ctx, int idx, const conf
             return dd_conf_fail(ctx, idx, NULL, "duration out of range");
         return dd_conf_store_duration(ctx, idx, v * DD_MS_SEC);
     }
-    if (t == CONFIG_TYPE_STRING)
-        return dd_conf_take_text(ctx, idx, config_setting_get_string(s));
-    return dd_conf_fail(ctx, idx, NULL,
-                        "expected a duration like \"30s\" or a number of seconds");
+    if (t == CONFIG_TYPE_STRING) return dd_conf_take_text(ctx, idx, config_setting_get_string(s));
+    return dd_conf_fail(ctx, idx, NULL, "expected a duration like \"30s\" or a number of seconds");
 }
 
 static int dd_conf_take_setting(dd_conf_ctx_t *ctx, int idx, const config_setting_t *s)
@@ -656,16 +646,14 @@ static int dd_conf_take_setting(dd_conf_ctx_t *ctx, int idx, const config_settin
     switch (it->type) {
     case DD_CT_STRING:
     case DD_CT_ENUM:
-        if (t != CONFIG_TYPE_STRING)
-            return dd_conf_fail(ctx, idx, NULL, "expected a string");
+        if (t != CONFIG_TYPE_STRING) return dd_conf_fail(ctx, idx, NULL, "expected a string");
         return dd_conf_take_text(ctx, idx, config_setting_get_string(s));
     case DD_CT_INT:
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64)
             return dd_conf_fail(ctx, idx, NULL, "expected an integer");
         return dd_conf_store_int(ctx, idx, config_setting_get_int64(s));
     case DD_CT_BOOL:
-        if (t != CONFIG_TYPE_BOOL)
-            return dd_conf_fail(ctx, idx, NULL, "expected true or false");
+        if (t != CONFIG_TYPE_BOOL) return dd_conf_fail(ctx, idx, NULL, "expected true or false");
         *(int *)dd_conf_field(ctx->conf, it) = config_setting_get_bool(s);
         return 0;
     case DD_CT_DURATION:
@@ -703,8 +691,7 @@ static int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const
                           (unsigned)config_setting_source_line(s), path);
             return DD_ERR_CONFIG;
         }
-        if (dd_conf_items[idx].type != DD_CT_GROUP)
-            continue;
+        if (dd_conf_items[idx].type != DD_CT_GROUP) continue;
         if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
             dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: setting %s: expected a group",
                           file, (unsigned)config_setting_source_line(s), path);
@@ -727,21 +714,18 @@ static int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
 
     if (it->def) {
         o->kind = DD_ORIGIN_DEFAULT;
-        if ((err = dd_conf_take_text(ctx, idx, it->def)))
-            return err;
+        if ((err = dd_conf_take_text(ctx, idx, it->def))) return err;
     }
     if (s) {
         o->kind = DD_ORIGIN_FILE;
         o->setting = s;
-        if ((err = dd_conf_take_setting(ctx, idx, s)))
-            return err;
+        if ((err = dd_conf_take_setting(ctx, idx, s))) return err;
     }
     if (dd_conf_has_env(it)) {
         dd_conf_env_name(it, o->env, sizeof(o->env));
         if ((val = getenv(o->env))) {
             o->kind = DD_ORIGIN_ENV;
-            if ((err = dd_conf_take_text(ctx, idx, val)))
-                return err;
+            if ((err = dd_conf_take_text(ctx, idx, val))) return err;
         }
     }
     return 0;
@@ -752,8 +736,7 @@ static int dd_conf_apply_all(dd_conf_ctx_t *ctx)
     int err;
 
     for (int i = 0; i < DD_CONF_ITEM_CNT; i++)
-        if ((err = dd_conf_apply(ctx, i)))
-            return err;
+        if ((err = dd_conf_apply(ctx, i))) return err;
     for (int i = 0; i < DD_CONF_ITEM_CNT; i++) {
         if ((dd_conf_items[i].flags & DD_CF_REQUIRED) && !dd_conf_is_explicit(ctx, i)) {
             dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: missing required setting %s",
@@ -762,8 +745,7 @@ static int dd_conf_apply_all(dd_conf_ctx_t *ctx)
         }
     }
     for (int i = 0; i < DD_CONF_ITEM_CNT; i++)
-        if (dd_conf_items[i].check && (err = dd_conf_items[i].check(ctx, i)))
-            return err;
+        if (dd_conf_items[i].check && (err = dd_conf_items[i].check(ctx, i))) return err;
     return 0;
 }
 
@@ -822,12 +804,9 @@ int dd_conf_load(dd_conf_t **confp, const char *path, char *errstr, size_t errst
     ctx->conf = conf;
     ctx->errstr = errstr;
     ctx->errstr_size = errstr_size;
-    if ((err = dd_conf_read(conf, path, errstr, errstr_size)))
-        goto done;
-    if ((err = dd_conf_walk(ctx, config_root_setting(conf->lc), "")))
-        goto done;
-    if ((err = dd_conf_apply_all(ctx)))
-        goto done;
+    if ((err = dd_conf_read(conf, path, errstr, errstr_size))) goto done;
+    if ((err = dd_conf_walk(ctx, config_root_setting(conf->lc), ""))) goto done;
+    if ((err = dd_conf_apply_all(ctx))) goto done;
     *confp = conf;
     conf = NULL;
 done:
@@ -838,8 +817,7 @@ done:
 
 void dd_conf_destroy(dd_conf_t *conf)
 {
-    if (!conf)
-        return;
+    if (!conf) return;
     for (int i = 0; i < DD_CONF_ITEM_CNT; i++) {
         const dd_conf_item_t *it = &dd_conf_items[i];
 
@@ -872,8 +850,7 @@ static const char *dd_conf_property_owner(const char *name)
 {
     if (strcmp(name, "bootstrap.servers") == 0 || strcmp(name, "metadata.broker.list") == 0)
         return "kafka.brokers sets it";
-    if (strcmp(name, "group.id") == 0)
-        return "kafka.group sets it";
+    if (strcmp(name, "group.id") == 0) return "kafka.group sets it";
     if (strcmp(name, "enable.auto.offset.store") == 0)
         return "dedupd stores offsets itself, only after the database commit";
     return NULL;
@@ -902,9 +879,9 @@ static int dd_conf_check_property(dd_conf_ctx_t *ctx, int idx, rd_kafka_conf_t *
         goto done;
     }
     if (rd_kafka_conf_set(rkc, name, eq + 1, rkerr, sizeof(rkerr)) != RD_KAFKA_CONF_OK)
-        err = dd_conf_fail(ctx, idx, at, "librdkafka rejected property %s: %s", name,
-                           dd_conf_property_is_sensitive(name) ? "invalid value (not shown)"
-                                                                : rkerr);
+        err =
+            dd_conf_fail(ctx, idx, at, "librdkafka rejected property %s: %s", name,
+                         dd_conf_property_is_sensitive(name) ? "invalid value (not shown)" : rkerr);
 done:
     free(name);
     return err;
@@ -917,10 +894,8 @@ static int dd_conf_check_properties(dd_conf_ctx_t *ctx, int idx)
     rd_kafka_conf_t *rkc;
     int err = 0;
 
-    if (ctx->conf->kafka.property_cnt == 0)
-        return 0;
-    if (!(rkc = rd_kafka_conf_new()))
-        return dd_conf_nomem(ctx);
+    if (ctx->conf->kafka.property_cnt == 0) return 0;
+    if (!(rkc = rd_kafka_conf_new())) return dd_conf_nomem(ctx);
     for (int i = 0; i < ctx->conf->kafka.property_cnt && !err; i++)
         err = dd_conf_check_property(ctx, idx, rkc, i);
     rd_kafka_conf_destroy(rkc);
@@ -961,8 +936,7 @@ static int dd_conf_read_secret(const char *path, char **out, char *errstr, size_
     err = 0;
 done:
     explicit_bzero(buf, sizeof(buf));
-    if (fd >= 0)
-        close(fd);
+    if (fd >= 0) close(fd);
     return err;
 }
 
@@ -972,8 +946,7 @@ static int dd_conf_password_from_file(dd_conf_ctx_t *ctx, int idx)
     char *resolved = dd_conf_resolve(conf, conf->mysql.password_file), msg[512];
     int err;
 
-    if (!resolved)
-        return dd_conf_nomem(ctx);
+    if (!resolved) return dd_conf_nomem(ctx);
     free(conf->mysql.password_file);
     conf->mysql.password_file = resolved;
     if ((err = dd_conf_read_secret(resolved, &conf->mysql.password, msg, sizeof(msg))))
@@ -999,8 +972,7 @@ static int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
         if (!(val = getenv(conf->mysql.password_env)))
             return dd_conf_fail(ctx, env, NULL, "environment variable %s is not set",
                                 conf->mysql.password_env);
-        if (!(conf->mysql.password = strdup(val)))
-            return dd_conf_nomem(ctx);
+        if (!(conf->mysql.password = strdup(val))) return dd_conf_nomem(ctx);
     } else if (conf->mysql.password_file) {
         return dd_conf_password_from_file(ctx, idx);
     } else if (!conf->mysql.password && !(conf->mysql.password = strdup(""))) {
@@ -1027,8 +999,8 @@ static int dd_conf_check_table(dd_conf_ctx_t *ctx, int idx)
     size_t len = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
 
     if (t[len] != '\0' || len < 1 || len > 64)
-        return dd_conf_fail(ctx, idx, NULL, "expected a name matching [A-Za-z0-9_]{1,64}, got \"%s\"",
-                            t);
+        return dd_conf_fail(ctx, idx, NULL,
+                            "expected a name matching [A-Za-z0-9_]{1,64}, got \"%s\"", t);
     return 0;
 }
 
@@ -1036,8 +1008,7 @@ static int dd_conf_check_handler_path(dd_conf_ctx_t *ctx, int idx)
 {
     char *resolved = dd_conf_resolve(ctx->conf, ctx->conf->handler.path);
 
-    if (!resolved)
-        return dd_conf_nomem(ctx);
+    if (!resolved) return dd_conf_nomem(ctx);
     free(ctx->conf->handler.path);
     ctx->conf->handler.path = resolved;
     return 0;
@@ -1055,8 +1026,7 @@ static int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx)
     int other = dd_conf_item_idx("batch.max_messages");
     int msgs = ctx->conf->batch.max_messages, inflight = ctx->conf->batch.max_inflight;
 
-    if (inflight >= msgs)
-        return 0;
+    if (inflight >= msgs) return 0;
     if (dd_conf_blame(ctx, other, idx) == other)
         return dd_conf_fail(ctx, other, NULL, "must be at most batch.max_inflight (%d), got %d",
                             inflight, msgs);
@@ -1070,8 +1040,7 @@ static int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx)
     int64_t initial = ctx->conf->retry.backoff_initial_ms, max = ctx->conf->retry.backoff_max_ms;
     char a[32], b[32];
 
-    if (max >= initial)
-        return 0;
+    if (max >= initial) return 0;
     dd_conf_fmt_duration(initial, a, sizeof(a));
     dd_conf_fmt_duration(max, b, sizeof(b));
     if (dd_conf_blame(ctx, other, idx) == other)
@@ -1087,8 +1056,7 @@ static int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx)
     const char *l = ctx->conf->http.listen, *colon;
     int64_t port;
 
-    if (!l)
-        return 0;
+    if (!l) return 0;
     colon = strrchr(l, ':');
     if (!colon || colon == l || dd_conf_parse_int(colon + 1, &port) != 0 || port < 1 ||
         port > 65535 || colon[1] == '+' || colon[1] == '-')
@@ -1118,7 +1086,8 @@ static int dd_conf_duration_unit(const char **p, int *rank, int64_t *factor)
     static const struct {
         const char *name;
         int64_t ms;
-    } units[] = {{"d", DD_MS_DAY}, {"h", DD_MS_HOUR}, {"ms", 1}, {"m", DD_MS_MIN}, {"s", DD_MS_SEC}};
+    } units[] = {
+        {"d", DD_MS_DAY}, {"h", DD_MS_HOUR}, {"ms", 1}, {"m", DD_MS_MIN}, {"s", DD_MS_SEC}};
     static const int ranks[] = {0, 1, 4, 2, 3};
 
     for (int i = 0; i < (int)DD_ARRAY_LEN(units); i++) {
@@ -1140,26 +1109,20 @@ int dd_conf_parse_duration_ms(const char *s, int64_t *ms)
     int rank, last = -1;
     const char *p = s;
 
-    if (!s || !*s)
-        return -1;
+    if (!s || !*s) return -1;
     if (strspn(s, "0123456789") == strlen(s)) { /* plain number: seconds */
-        if (dd_conf_parse_int(s, &v) != 0 || v > INT64_MAX / DD_MS_SEC)
-            return -1;
+        if (dd_conf_parse_int(s, &v) != 0 || v > INT64_MAX / DD_MS_SEC) return -1;
         *ms = v * DD_MS_SEC;
         return 0;
     }
     while (*p) {
-        if (!isdigit((unsigned char)*p))
-            return -1;
+        if (!isdigit((unsigned char)*p)) return -1;
         for (v = 0; isdigit((unsigned char)*p); p++) {
-            if (v > (INT64_MAX - (*p - '0')) / 10)
-                return -1;
+            if (v > (INT64_MAX - (*p - '0')) / 10) return -1;
             v = v * 10 + (*p - '0');
         }
-        if (dd_conf_duration_unit(&p, &rank, &factor) != 0 || rank <= last)
-            return -1;
-        if (v > (INT64_MAX - total) / factor)
-            return -1;
+        if (dd_conf_duration_unit(&p, &rank, &factor) != 0 || rank <= last) return -1;
+        if (v > (INT64_MAX - total) / factor) return -1;
         total += v * factor;
         last = rank;
     }
@@ -1179,9 +1142,8 @@ const char *dd_conf_setting_path(int i)
 static const char *dd_conf_type_name(const dd_conf_item_t *it)
 {
     static const char *const names[] = {
-        [DD_CT_GROUP] = "group",       [DD_CT_STRING] = "string",
-        [DD_CT_INT] = "integer",       [DD_CT_BOOL] = "boolean",
-        [DD_CT_DURATION] = "duration", [DD_CT_LIST] = "list of strings",
+        [DD_CT_GROUP] = "group",  [DD_CT_STRING] = "string",     [DD_CT_INT] = "integer",
+        [DD_CT_BOOL] = "boolean", [DD_CT_DURATION] = "duration", [DD_CT_LIST] = "list of strings",
         [DD_CT_ENUM] = "string",
     };
     return names[it->type];
@@ -1276,15 +1238,12 @@ void dd_conf_print_reference(FILE *out)
 static void dd_conf_md_cell(FILE *out, const char *text, int code)
 {
     fputs(" ", out);
-    if (code && *text)
-        fputc('`', out);
+    if (code && *text) fputc('`', out);
     for (const char *p = text; *p; p++) {
-        if (*p == '|')
-            fputc('\\', out);
+        if (*p == '|') fputc('\\', out);
         fputc(*p, out);
     }
-    if (code && *text)
-        fputc('`', out);
+    if (code && *text) fputc('`', out);
     fputs(" |", out);
 }
 
@@ -1301,8 +1260,7 @@ void dd_conf_print_reference_md(FILE *out)
         dd_conf_allowed(it, allowed, sizeof(allowed));
         dd_conf_default(it, def, sizeof(def));
         env[0] = '\0';
-        if (dd_conf_has_env(it))
-            dd_conf_env_name(it, env, sizeof(env));
+        if (dd_conf_has_env(it)) dd_conf_env_name(it, env, sizeof(env));
         fputs("|", out);
         dd_conf_md_cell(out, it->path, 1);
         dd_conf_md_cell(out, dd_conf_type_name(it), 0);

@@ -84,8 +84,8 @@ typedef struct {
 
 static int dd_path_name_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
 }
 
 static void dd_path_free(dd_path_t *path)
@@ -106,8 +106,8 @@ static void dd_path_bad_char(const char *src, size_t len, size_t i, size_t col, 
     if (c == '.' || c == '[' || c == '\0')
         dd_errstr_set(errstr, errstr_size, "empty field name at column %zu", col + i);
     else if (c >= 0x20 && c < 0x7f)
-        dd_errstr_set(errstr, errstr_size, "unexpected character '%c' in path at column %zu",
-                      c, col + i);
+        dd_errstr_set(errstr, errstr_size, "unexpected character '%c' in path at column %zu", c,
+                      col + i);
     else
         dd_errstr_set(errstr, errstr_size, "unexpected byte 0x%02x in path at column %zu", c,
                       col + i);
@@ -121,12 +121,10 @@ static int dd_path_parse_index(const char *src, size_t len, size_t *ip, int *ind
 
     while (i < len && src[i] >= '0' && src[i] <= '9') {
         v = v * 10 + (src[i] - '0');
-        if (v > INT_MAX)
-            return -1;
+        if (v > INT_MAX) return -1;
         i++;
     }
-    if (i == start || i >= len || src[i] != ']')
-        return -1;
+    if (i == start || i >= len || src[i] != ']') return -1;
     if (src[start] == '0' && i - start > 1)
         return -1; /* "[01]" would be a second spelling of "[1]" */
     *index = (int)v;
@@ -202,8 +200,7 @@ static int dd_path_parse(dd_path_t *path, const char *src, size_t len, size_t co
     }
     rc = 0;
 out:
-    if (rc)
-        dd_path_free(path);
+    if (rc) dd_path_free(path);
     return rc;
 }
 
@@ -223,8 +220,7 @@ static const cJSON *dd_path_walk(const dd_path_t *path, int steps_max, const cJS
             next = cJSON_GetObjectItemCaseSensitive(cur, step->name);
         else if (!step->name && cJSON_IsArray(cur))
             next = cJSON_GetArrayItem(cur, step->index);
-        if (!next && failed_at)
-            *failed_at = k;
+        if (!next && failed_at) *failed_at = k;
         cur = next;
     }
     return cur;
@@ -249,8 +245,7 @@ static size_t dd_num_format_int(uint64_t v, int neg, char *buf)
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    if (neg)
-        buf[len++] = '-';
+    if (neg) buf[len++] = '-';
     while (n)
         buf[len++] = tmp[--n];
     buf[len] = '\0';
@@ -271,18 +266,15 @@ static size_t dd_num_format_fixed(double x, char buf[DD_NUM_BUF])
     double ax = fabs(x);
     int k;
 
-    if (ax < 1e-4 || ax >= 1e15)
-        return 0;
+    if (ax < 1e-4 || ax >= 1e15) return 0;
     for (k = 1; k < (int)DD_ARRAY_LEN(p10); k++) {
         double y = nearbyint(ax * p10[k]);
         uint64_t u, scale = 1;
         size_t len;
         int d;
 
-        if (y >= 1e15)
-            return 0;
-        if (y / p10[k] != ax)
-            continue;
+        if (y >= 1e15) return 0;
+        if (y / p10[k] != ax) continue;
         u = (uint64_t)y;
         for (d = 0; d < k; d++)
             scale *= 10;
@@ -312,16 +304,13 @@ static size_t dd_num_format(double x, char buf[DD_NUM_BUF])
     int prec, len = 0;
     size_t fixed_len;
 
-    if (x == 0)
-        return dd_num_format_int(0, 0, buf); /* also -0 */
+    if (x == 0) return dd_num_format_int(0, 0, buf); /* also -0 */
     if (fabs(x) <= 9007199254740992.0 && x == trunc(x))
         return dd_num_format_int((uint64_t)fabs(x), x < 0, buf);
-    if ((fixed_len = dd_num_format_fixed(x, buf)))
-        return fixed_len;
+    if ((fixed_len = dd_num_format_fixed(x, buf))) return fixed_len;
     for (prec = fabs(x) < DBL_MIN ? 1 : 15; prec <= 17; prec++) {
         len = snprintf(buf, DD_NUM_BUF, "%.*g", prec & 31, x); /* mask: bound for gcc */
-        if (prec == 17 || strtod(buf, NULL) == x)
-            break;
+        if (prec == 17 || strtod(buf, NULL) == x) break;
     }
     return (size_t)len;
 }
@@ -334,8 +323,7 @@ void dd_key_tmpl_destroy(dd_key_tmpl_t *tmpl)
 {
     int i;
 
-    if (!tmpl)
-        return;
+    if (!tmpl) return;
     for (i = 0; i < tmpl->seg_cnt; i++)
         dd_path_free(&tmpl->segs[i].path);
     free(tmpl->segs);
@@ -370,10 +358,8 @@ static int dd_key_tmpl_add_path(dd_key_tmpl_t *tmpl, const char *text, size_t *i
         dd_errstr_set(errstr, errstr_size, "unclosed ${ at column %zu", *ip + 1);
         return DD_ERR_CONFIG;
     }
-    rc = dd_path_parse(&seg->path, start, (size_t)(close - start), *ip + 3, errstr,
-                       errstr_size);
-    if (rc)
-        return rc;
+    rc = dd_path_parse(&seg->path, start, (size_t)(close - start), *ip + 3, errstr, errstr_size);
+    if (rc) return rc;
     seg->lit = NULL;
     tmpl->seg_cnt++;
     *ip = (size_t)(close - text) + 1;
@@ -394,8 +380,7 @@ static int dd_key_tmpl_parse(dd_key_tmpl_t *tmpl, const char *text, char *errstr
             dd_key_tmpl_add_byte(tmpl, &lit_used, '$');
             i += 2;
         } else if (text[i + 1] == '{') {
-            if ((rc = dd_key_tmpl_add_path(tmpl, text, &i, errstr, errstr_size)))
-                return rc;
+            if ((rc = dd_key_tmpl_add_path(tmpl, text, &i, errstr, errstr_size))) return rc;
         } else {
             dd_errstr_set(errstr, errstr_size,
                           "lone '$' at column %zu (write $$ for a literal '$', ${path} for a "
@@ -417,8 +402,7 @@ static int dd_key_tmpl_has_path(const dd_key_tmpl_t *tmpl)
     int i;
 
     for (i = 0; i < tmpl->seg_cnt; i++)
-        if (!tmpl->segs[i].lit)
-            return 1;
+        if (!tmpl->segs[i].lit) return 1;
     return 0;
 }
 
@@ -443,8 +427,7 @@ int dd_key_tmpl_new(dd_key_tmpl_t **tmplp, const char *text, char *errstr, size_
         rc = DD_ERR_NOMEM;
         goto out;
     }
-    if ((rc = dd_key_tmpl_parse(tmpl, text, errstr, errstr_size)))
-        goto out;
+    if ((rc = dd_key_tmpl_parse(tmpl, text, errstr, errstr_size))) goto out;
     if (!dd_key_tmpl_has_path(tmpl)) {
         dd_errstr_set(errstr, errstr_size,
                       "key template has no ${path} placeholder: every message would get "
@@ -465,8 +448,7 @@ out:
 
 static const char *dd_json_type_name(const cJSON *item)
 {
-    if (!item)
-        return "absent";
+    if (!item) return "absent";
     switch (item->type & 0xff) {
     case cJSON_False:
     case cJSON_True:
@@ -494,11 +476,10 @@ static void dd_key_why_missing(const dd_path_t *path, const cJSON *json, int k, 
     int prefix = k ? (int)path->steps[k - 1].end : 0;
     const char *pname = k ? path->text : "the payload";
 
-    if (k == 0)
-        prefix = (int)strlen(pname);
+    if (k == 0) prefix = (int)strlen(pname);
     if (step->name ? !cJSON_IsObject(parent) : !cJSON_IsArray(parent))
-        dd_errstr_set(why, why_size, "field %s is missing (%.*s is %s)", path->text, prefix,
-                      pname, dd_json_type_name(parent));
+        dd_errstr_set(why, why_size, "field %s is missing (%.*s is %s)", path->text, prefix, pname,
+                      dd_json_type_name(parent));
     else if (!step->name)
         dd_errstr_set(why, why_size, "field %s is missing (%.*s has %d elements)", path->text,
                       prefix, pname, cJSON_GetArraySize(parent));
@@ -509,8 +490,8 @@ static void dd_key_why_missing(const dd_path_t *path, const cJSON *json, int k, 
 /* Finds the bytes a path segment renders to (*valp, *lenp); numbers are
  * formatted into num. */
 static dd_key_status_t dd_key_render_value(const dd_path_t *path, const cJSON *json,
-                                           char num[DD_NUM_BUF], const char **valp,
-                                           size_t *lenp, char *why, size_t why_size)
+                                           char num[DD_NUM_BUF], const char **valp, size_t *lenp,
+                                           char *why, size_t why_size)
 {
     int failed_at = 0;
     const cJSON *v = dd_path_lookup(path, json, &failed_at);
@@ -537,8 +518,7 @@ static dd_key_status_t dd_key_render_value(const dd_path_t *path, const cJSON *j
 }
 
 dd_key_status_t dd_key_render(const dd_key_tmpl_t *tmpl, const cJSON *json,
-                              char out[DD_KEY_MAX + 1], size_t *out_len, char *why,
-                              size_t why_size)
+                              char out[DD_KEY_MAX + 1], size_t *out_len, char *why, size_t why_size)
 {
     size_t len = 0; /* full rendered length, may pass DD_KEY_MAX */
     int i;
@@ -570,80 +550,100 @@ dd_key_status_t dd_key_render(const dd_key_tmpl_t *tmpl, const cJSON *json,
  * Canonical writer
  */
 
-/* Makes room for n more bytes, or (hash mode, n larger than the chunk)
- * digests p directly. Returns 1 when p was consumed or dropped. */
-static int dd_canon_reserve(dd_canon_t *cw, const void *p, size_t n)
+/* Records the first error. With cap 0 every later put takes the slow path,
+ * which drops it, so the fast path needs no error test. */
+static void dd_canon_fail(dd_canon_t *cw, int err)
 {
-    if (cw->md) {
-        if (cw->len && !EVP_DigestUpdate(cw->md, cw->buf, cw->len))
-            cw->err = DD_ERR_FATAL;
-        cw->len = 0;
-        if (n <= cw->cap)
-            return 0;
-        if (!EVP_DigestUpdate(cw->md, p, n))
-            cw->err = DD_ERR_FATAL;
-        return 1;
-    } else {
-        size_t cap = cw->cap ? cw->cap : 256;
-        char *buf;
-
-        while (cap < cw->len + n)
-            cap *= 2;
-        buf = realloc(cw->buf, cap);
-        if (!buf) {
-            cw->err = DD_ERR_NOMEM;
-            return 1;
-        }
-        cw->buf = buf;
-        cw->cap = cap;
-        return 0;
-    }
+    cw->err = err;
+    cw->len = 0;
+    cw->cap = 0;
 }
 
-static void dd_canon_put(dd_canon_t *cw, const void *p, size_t n)
+static int dd_canon_grow(dd_canon_t *cw, size_t n)
 {
-    if (cw->err || n == 0)
+    size_t cap = cw->cap ? cw->cap : 256;
+    char *buf;
+
+    while (cap < cw->len + n)
+        cap *= 2;
+    if (!(buf = realloc(cw->buf, cap))) return -1;
+    cw->buf = buf;
+    cw->cap = cap;
+    return 0;
+}
+
+/* The chunk is full (hash mode: digest it, or p itself when p is bigger
+ * than a chunk) or the buffer must grow (text mode). */
+static void dd_canon_put_slow(dd_canon_t *cw, const void *p, size_t n)
+{
+    if (cw->err) return;
+    if (cw->md) {
+        if (cw->len && !EVP_DigestUpdate(cw->md, cw->buf, cw->len)) {
+            dd_canon_fail(cw, DD_ERR_FATAL);
+            return;
+        }
+        cw->len = 0;
+        if (n > cw->cap) {
+            if (!EVP_DigestUpdate(cw->md, p, n)) dd_canon_fail(cw, DD_ERR_FATAL);
+            return;
+        }
+    } else if (dd_canon_grow(cw, n) < 0) {
+        dd_canon_fail(cw, DD_ERR_NOMEM);
         return;
-    if (cw->len + n > cw->cap && dd_canon_reserve(cw, p, n))
-        return;
+    }
     memcpy(cw->buf + cw->len, p, n);
     cw->len += n;
 }
 
-static void dd_canon_putc(dd_canon_t *cw, char c)
+static inline void dd_canon_put(dd_canon_t *cw, const void *p, size_t n)
 {
-    dd_canon_put(cw, &c, 1);
+    if (n <= cw->cap - cw->len) { /* len <= cap always holds */
+        memcpy(cw->buf + cw->len, p, n);
+        cw->len += n;
+    } else {
+        dd_canon_put_slow(cw, p, n);
+    }
 }
 
+static inline void dd_canon_putc(dd_canon_t *cw, char c)
+{
+    if (cw->len < cw->cap)
+        cw->buf[cw->len++] = c;
+    else
+        dd_canon_put_slow(cw, &c, 1);
+}
+
+/* Writes the escape for c (a byte that needs one) into esc; returns its
+ * length. Short forms where JSON has them, else \u00XX. */
+static size_t dd_canon_escape(unsigned char c, char esc[6])
+{
+    static const char from[] = "\"\\\b\f\n\r\t", to[] = "\"\\bfnrt", hex[] = "0123456789abcdef";
+    const char *f = memchr(from, c, sizeof(from) - 1);
+
+    esc[0] = '\\';
+    if (f) {
+        esc[1] = to[f - from];
+        return 2;
+    }
+    memcpy(esc + 1, "u00", 3);
+    esc[4] = hex[c >> 4];
+    esc[5] = hex[c & 0xf];
+    return 6;
+}
+
+/* Copies runs of bytes that need no escape in one go. */
 static void dd_canon_string(dd_canon_t *cw, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)(s ? s : ""), *run = p;
 
     dd_canon_putc(cw, '"');
     for (; *p; p++) {
-        char esc[6] = {'\\', 0, '0', '0', 0, 0};
-        size_t esc_len = 2;
+        char esc[6];
 
-        if (*p >= 0x20 && *p != '"' && *p != '\\')
-            continue;
+        if (*p >= 0x20 && *p != '"' && *p != '\\') continue;
         dd_canon_put(cw, run, (size_t)(p - run));
+        dd_canon_put(cw, esc, dd_canon_escape(*p, esc));
         run = p + 1;
-        switch (*p) {
-        case '"':  esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        default:
-            esc[1] = 'u';
-            esc[4] = hex[*p >> 4];
-            esc[5] = hex[*p & 0xf];
-            esc_len = 6;
-        }
-        dd_canon_put(cw, esc, esc_len);
     }
     dd_canon_put(cw, run, (size_t)(p - run));
     dd_canon_putc(cw, '"');
@@ -718,7 +718,7 @@ static void dd_canon_object(dd_canon_t *cw, const cJSON *obj, int depth)
     for (c = obj->child; c; c = c->next)
         n++;
     if (n > DD_CANON_SORT_STACK && !(kids = malloc(2 * n * sizeof(*kids)))) {
-        cw->err = DD_ERR_NOMEM;
+        dd_canon_fail(cw, DD_ERR_NOMEM);
         return;
     }
     for (c = obj->child, i = 0; c; c = c->next)
@@ -726,15 +726,13 @@ static void dd_canon_object(dd_canon_t *cw, const cJSON *obj, int depth)
     dd_canon_msort(kids, kids + n, n);
     dd_canon_putc(cw, '{');
     for (i = 0; i < n && !cw->err; i++) {
-        if (i)
-            dd_canon_putc(cw, ',');
+        if (i) dd_canon_putc(cw, ',');
         dd_canon_string(cw, kids[i]->string);
         dd_canon_putc(cw, ':');
         dd_canon_value(cw, kids[i], depth + 1);
     }
     dd_canon_putc(cw, '}');
-    if (kids != stack)
-        free(kids);
+    if (kids != stack) free(kids);
 }
 
 static void dd_canon_array(dd_canon_t *cw, const cJSON *arr, int depth)
@@ -743,8 +741,7 @@ static void dd_canon_array(dd_canon_t *cw, const cJSON *arr, int depth)
 
     dd_canon_putc(cw, '[');
     for (c = arr->child; c && !cw->err; c = c->next) {
-        if (c != arr->child)
-            dd_canon_putc(cw, ',');
+        if (c != arr->child) dd_canon_putc(cw, ',');
         dd_canon_value(cw, c, depth + 1);
     }
     dd_canon_putc(cw, ']');
@@ -753,7 +750,7 @@ static void dd_canon_array(dd_canon_t *cw, const cJSON *arr, int depth)
 static void dd_canon_value(dd_canon_t *cw, const cJSON *item, int depth)
 {
     if (depth > DD_CANON_MAX_DEPTH) {
-        cw->err = DD_ERR_ARG;
+        dd_canon_fail(cw, DD_ERR_ARG);
         return;
     }
     switch (item->type & 0xff) {
@@ -779,7 +776,7 @@ static void dd_canon_value(dd_canon_t *cw, const cJSON *item, int depth)
         dd_canon_object(cw, item, depth);
         break;
     default: /* cJSON_Raw or invalid: not something a parser produces */
-        cw->err = DD_ERR_ARG;
+        dd_canon_fail(cw, DD_ERR_ARG);
     }
 }
 
@@ -793,8 +790,7 @@ static void dd_canon_spec(dd_canon_t *cw, const dd_hash_spec_t *spec, const cJSO
     for (i = 0; i < spec->path_cnt; i++) {
         const cJSON *v = dd_path_lookup(&spec->paths[i], json, NULL);
 
-        if (i)
-            dd_canon_putc(cw, ',');
+        if (i) dd_canon_putc(cw, ',');
         dd_canon_string(cw, spec->paths[i].text);
         dd_canon_putc(cw, ':');
         if (v)
@@ -810,10 +806,8 @@ int dd_json_canonical(const cJSON *json, char **outp, size_t *out_len)
     dd_canon_t cw = {0};
 
     *outp = NULL;
-    if (out_len)
-        *out_len = 0;
-    if (!json)
-        return DD_ERR_ARG;
+    if (out_len) *out_len = 0;
+    if (!json) return DD_ERR_ARG;
     dd_canon_value(&cw, json, 0);
     dd_canon_putc(&cw, '\0');
     if (cw.err) {
@@ -821,8 +815,7 @@ int dd_json_canonical(const cJSON *json, char **outp, size_t *out_len)
         return cw.err;
     }
     *outp = cw.buf;
-    if (out_len)
-        *out_len = cw.len - 1;
+    if (out_len) *out_len = cw.len - 1;
     return 0;
 }
 
@@ -853,24 +846,19 @@ int dd_key_hash(const dd_hash_spec_t *spec, const cJSON *json, unsigned char out
     unsigned int md_len = 0;
     int rc = DD_ERR_FATAL;
 
-    if (!json)
-        return DD_ERR_ARG;
-    if (!(cw.md = EVP_MD_CTX_new()))
-        return DD_ERR_NOMEM;
-    if (!EVP_DigestInit_ex(cw.md, dd_sha256(), NULL))
-        goto out;
+    if (!json) return DD_ERR_ARG;
+    if (!(cw.md = EVP_MD_CTX_new())) return DD_ERR_NOMEM;
+    if (!EVP_DigestInit_ex(cw.md, dd_sha256(), NULL)) goto out;
     if (spec && spec->path_cnt > 0)
         dd_canon_spec(&cw, spec, json);
     else
         dd_canon_value(&cw, json, 0);
-    if (!cw.err && cw.len && !EVP_DigestUpdate(cw.md, cw.buf, cw.len))
-        goto out;
+    if (!cw.err && cw.len && !EVP_DigestUpdate(cw.md, cw.buf, cw.len)) goto out;
     if (cw.err) {
         rc = cw.err;
         goto out;
     }
-    if (!EVP_DigestFinal_ex(cw.md, out, &md_len) || md_len != DD_HASH_LEN)
-        goto out;
+    if (!EVP_DigestFinal_ex(cw.md, out, &md_len) || md_len != DD_HASH_LEN) goto out;
     rc = 0;
 out:
     EVP_MD_CTX_free(cw.md);
@@ -902,8 +890,7 @@ void dd_hash_spec_destroy(dd_hash_spec_t *spec)
 {
     int i;
 
-    if (!spec)
-        return;
+    if (!spec) return;
     for (i = 0; i < spec->path_cnt; i++)
         dd_path_free(&spec->paths[i]);
     free(spec->paths);
@@ -916,8 +903,7 @@ static void dd_hash_spec_sort(dd_hash_spec_t *spec)
 {
     int i, kept = 0;
 
-    if (spec->path_cnt == 0)
-        return; /* paths is NULL: qsort must not see it */
+    if (spec->path_cnt == 0) return; /* paths is NULL: qsort must not see it */
     qsort(spec->paths, (size_t)spec->path_cnt, sizeof(*spec->paths), dd_path_text_cmp);
     for (i = 0; i < spec->path_cnt; i++) {
         if (kept && !strcmp(spec->paths[kept - 1].text, spec->paths[i].text))
@@ -991,11 +977,9 @@ static size_t dd_utf8_seq(const unsigned char *s, size_t left)
         lo = 0x90;
     else if (c == 0xf4)
         hi = 0x8f;
-    if (left < n || s[1] < lo || s[1] > hi)
-        return 0;
+    if (left < n || s[1] < lo || s[1] > hi) return 0;
     for (i = 2; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
+        if ((s[i] & 0xc0) != 0x80) return 0;
     return n;
 }
 
@@ -1008,8 +992,7 @@ int dd_utf8_valid(const void *buf, size_t len)
         uint64_t w = 0x80;
 
         /* Payloads are mostly ASCII: skip 8 bytes at a time. */
-        if (len - i >= 8)
-            memcpy(&w, s + i, 8);
+        if (len - i >= 8) memcpy(&w, s + i, 8);
         if ((w & 0x8080808080808080ULL) == 0) {
             i += 8;
         } else if (s[i] < 0x80) {
@@ -1017,8 +1000,7 @@ int dd_utf8_valid(const void *buf, size_t len)
         } else {
             size_t n = dd_utf8_seq(s + i, len - i);
 
-            if (!n)
-                return 0;
+            if (!n) return 0;
             i += n;
         }
     }

@@ -528,8 +528,10 @@ static void dd_mock_ctl_lines(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mclus
     ctl->len -= (size_t)(start - ctl->buf);
     memmove(ctl->buf, start, ctl->len);
     if (ctl->len == sizeof(ctl->buf)) {
-        printf("error line longer than %d bytes\n", DD_MOCK_LINE_MAX - 1);
-        fflush(stdout);
+        if (!ctl->overlong) {
+            printf("error line longer than %d bytes\n", DD_MOCK_LINE_MAX - 1);
+            fflush(stdout);
+        }
         ctl->overlong = 1;
         ctl->len = 0;
     }

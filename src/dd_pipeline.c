@@ -180,10 +180,19 @@ static uint32_t dd_pipeline_key_hash(const char *key, size_t len)
     return h;
 }
 
+static int dd_pipeline_only_space(const char *p, const char *end)
+{
+    for (; p && p < end; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            return 0;
+    return 1;
+}
+
 static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 {
     rd_kafka_message_t *rkm = item->rkm;
     const dd_conf_t *conf = pl->conf;
+    const char *end = NULL;
     dd_key_status_t ks;
 
     if ((int64_t)rkm->len > conf->dedup.max_payload_bytes) {
@@ -199,7 +208,13 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
         snprintf(item->error, sizeof(item->error), "payload is not valid UTF-8");
         return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
     }
-    item->json = cJSON_ParseWithLength(rkm->payload, rkm->len);
+    item->json = cJSON_ParseWithLengthOpts(rkm->payload, rkm->len, &end, 0);
+    if (item->json && !dd_pipeline_only_space(end, (const char *)rkm->payload + rkm->len)) {
+        /* cJSON stops after the first value: "{...}}" or "null," are not JSON. */
+        snprintf(item->error, sizeof(item->error), "invalid JSON: trailing data at byte %ld",
+                 (long)(end - (const char *)rkm->payload));
+        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
+    }
     if (!item->json) {
         const char *at = cJSON_GetErrorPtr();
         long pos = at ? (long)(at - (const char *)rkm->payload) : -1;

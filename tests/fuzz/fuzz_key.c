@@ -19,12 +19,12 @@
 
 #include "dd_key.h"
 
-#define FUZZ_CHECK(cond)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            abort();                                                                           \
-        }                                                                                      \
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static dd_key_tmpl_t *fuzz_tmpl;
@@ -36,10 +36,8 @@ static void fuzz_init(void)
     static char *paths[] = {"amount", "a.b[0]", "x[1].y", "currency"};
     char errstr[256];
 
-    if (fuzz_tmpl)
-        return;
-    if (dd_key_tmpl_new(&fuzz_tmpl, "k:${a}:${a.b[0]}:${x[1].y}$$${[0]}", errstr,
-                        sizeof(errstr)) ||
+    if (fuzz_tmpl) return;
+    if (dd_key_tmpl_new(&fuzz_tmpl, "k:${a}:${a.b[0]}:${x[1].y}$$${[0]}", errstr, sizeof(errstr)) ||
         dd_hash_spec_new(&fuzz_spec, paths, 4, errstr, sizeof(errstr))) {
         fprintf(stderr, "fuzz_key init: %s\n", errstr);
         abort();
@@ -57,10 +55,8 @@ static void fuzz_render(const dd_key_tmpl_t *tmpl, const cJSON *json)
     FUZZ_CHECK(out_len <= DD_KEY_MAX);
     FUZZ_CHECK(out[out_len] == '\0');
     FUZZ_CHECK(st == DD_KEY_OK || st == DD_KEY_MISSING || st == DD_KEY_TOO_LONG);
-    if (st == DD_KEY_MISSING)
-        FUZZ_CHECK(out_len == 0 && strstr(why, "field ") == why);
-    if (st == DD_KEY_TOO_LONG)
-        FUZZ_CHECK(out_len == DD_KEY_MAX);
+    if (st == DD_KEY_MISSING) FUZZ_CHECK(out_len == 0 && strstr(why, "field ") == why);
+    if (st == DD_KEY_TOO_LONG) FUZZ_CHECK(out_len == DD_KEY_MAX);
 }
 
 /* Canonical text of json must be valid UTF-8 JSON that canonicalises to
@@ -96,8 +92,7 @@ static void fuzz_template(const uint8_t *data, size_t size)
     char text[512], errstr[256];
     dd_key_tmpl_t *tmpl = NULL;
 
-    if (size >= sizeof(text))
-        return;
+    if (size >= sizeof(text)) return;
     memcpy(text, data, size);
     text[size] = '\0';
     if (dd_key_tmpl_new(&tmpl, text, errstr, sizeof(errstr)) == 0) {
@@ -114,11 +109,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fuzz_init();
     fuzz_template(data, size);
-    if (!dd_utf8_valid(data, size))
-        return 0;
+    if (!dd_utf8_valid(data, size)) return 0;
     json = cJSON_ParseWithLength((const char *)data, size);
-    if (!json)
-        return 0;
+    if (!json) return 0;
     fuzz_render(fuzz_tmpl, json);
     fuzz_canonical(json);
     cJSON_Delete(json);

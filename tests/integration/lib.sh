@@ -35,18 +35,21 @@ set -euo pipefail
 TB_PASS=0
 TB_FAIL=0
 TB_PIDS=()
+TB_FAILED_MSGS=()
 TB_NAME=
 TB_DIR=
 TB_DB=
 TB_BROKERS=
 TB_MOCK_PID=
 TB_CONF=
+TB_RUN_START=0
 TB_TIMEOUT_MULT=${TB_TIMEOUT_MULT:-1}
 
 tb_log() { printf '# %s\n' "$*"; }
 
 tb_die() {
   printf 'not ok - %s\n' "$*"
+  TB_FAILED_MSGS+=("$*")
   TB_FAIL=$((TB_FAIL + 1))
   exit 1
 }
@@ -82,13 +85,16 @@ _tb_cleanup() {
   if [[ -z "$TB_DIR" ]]; then
     :
   elif ((rc != 0 || TB_FAIL > 0)); then
-    # meson --print-errorlogs shows this output: the logs explain the failure.
+    # meson --print-errorlogs shows this output (only its last 100 lines for
+    # a long log): the logs explain the failure, the recap says what failed.
     for f in "$TB_DIR"/*.log; do
       [[ -s "$f" ]] || continue
-      echo "# ---- last 30 lines of $f ----"
-      tail -n 30 "$f" | sed 's/^/#   /'
+      echo "# ---- last 20 lines of $f ----"
+      tail -n 20 "$f" | sed 's/^/#   /'
     done
     echo "# test dir kept: $TB_DIR"
+    for f in "${TB_FAILED_MSGS[@]}"; do echo "# FAILED: $f"; done
+    echo "# $TB_NAME: exit $rc, $TB_PASS passed, $TB_FAIL failed"
   elif [[ -n "$TB_DIR" && -z "${TB_KEEP:-}" ]]; then
     rm -rf "$TB_DIR"
   fi
@@ -163,11 +169,24 @@ tb_mock() {
   tb_log "mock cluster at $TB_BROKERS (pid $TB_MOCK_PID)"
 }
 
-# tb_mock_ctl "command": one line to the mock's control FIFO.
+# tb_mock_ctl "command": one line to the mock's control FIFO; waits for the
+# mock's "ok <command>" answer on its stdout and fails the test on "error".
 tb_mock_ctl() {
+  local before answer ticks=50
   [[ -p "$TB_DIR/mock.ctl" ]] || tb_die "no mock cluster control FIFO"
+  before=$(wc -l <"$TB_DIR/mock.log")
   timeout --foreground 10 bash -c 'printf "%s\n" "$1" >"$2"' _ "$1" "$TB_DIR/mock.ctl" ||
     tb_die "mock cluster did not read control command: $1"
+  while ((ticks-- > 0)); do
+    answer=$(tail -n +"$((before + 1))" "$TB_DIR/mock.log" | grep -m 1 -E '^(ok|error) ' || true)
+    [[ -n "$answer" ]] && break
+    sleep 0.1
+  done
+  case "$answer" in
+  ok*) tb_log "mock: $answer" ;;
+  error*) tb_die "mock cluster refused '$1': $answer" ;;
+  *) tb_die "mock cluster did not answer control command: $1" ;;
+  esac
 }
 
 # A libconfig string literal.
@@ -227,6 +246,7 @@ tb_run() {
   secs=$(tb_secs "${TB_RUN_TIMEOUT:-120}")
   echo "---- dedupd run $* ($(date +%T))" >>"$log"
   start=$(wc -l <"$log")
+  TB_RUN_START=$start
   # --foreground keeps timeout in the test's process group, so meson's kill of
   # a timed-out test reaches dedupd too.
   timeout --foreground -k 10 "$secs" "$DEDUPD" run -c "$TB_CONF" --exit-at-end "$@" >>"$log" 2>&1 || rc=$?
@@ -238,6 +258,13 @@ tb_run() {
     tail -n +"$((start + 1))" "$log" | tail -n 50 | sed 's/^/#   /'
   fi
   return "$rc"
+}
+
+# tb_summary FIELD: a field of the "summary messages=N applied=N ..." line
+# that the last tb_run printed (empty when that run printed none).
+tb_summary() {
+  tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log" |
+    awk -v f="$1" '/^summary / { v = "" ; for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }'
 }
 
 # tb_start NAME [args]: dedupd run (no --exit-at-end) in the background; pid in
@@ -292,6 +319,23 @@ for reason in sorted(c):
     print(reason, c[reason])'
 }
 
+# tb_dlq_distinct REASON [TOPIC]: how many different source messages (by
+# dedupd.topic/partition/offset headers) were dead-lettered with that reason.
+# Dead letters are at least once: a crash between ack and commit repeats one.
+tb_dlq_distinct() {
+  local reason="$1"
+  shift
+  tb_dlq "$@" | python3 -c '
+import json, sys
+seen = set()
+for line in sys.stdin:
+    if line.strip():
+        h = json.loads(line).get("headers", {})
+        if h.get("dedupd.reason") == sys.argv[1]:
+            seen.add((h.get("dedupd.topic"), h.get("dedupd.partition"), h.get("dedupd.offset")))
+print(len(seen))' "$reason"
+}
+
 # tb_dlq_count REASON [TOPIC]: how many dead letters carry that reason.
 tb_dlq_count() {
   local reason="$1"
@@ -308,6 +352,7 @@ tb_ok() {
 
 tb_not_ok() {
   TB_FAIL=$((TB_FAIL + 1))
+  TB_FAILED_MSGS+=("$1")
   printf 'not ok - %s\n' "$1"
 }
 
@@ -346,6 +391,45 @@ tb_assert_committed_at_end() {
   else
     tb_ok "group $group committed at end of $topic ($(wc -l <<<"$wm") partitions)"
   fi
+}
+
+# tb_gen [gen-payments.py args]: writes $TB_DIR/stream.txt (for tb_produce)
+# and $TB_DIR/expect.json (what a correct run leaves behind).
+tb_gen() {
+  python3 "$DD_TEST_SRC_DIR/scripts/gen-payments.py" "$@" --expect "$TB_DIR/expect.json" \
+    >"$TB_DIR/stream.txt" || tb_die "gen-payments.py $* failed"
+}
+
+# tb_expect_get PATH [EXPECT_JSON]: a value of the expect file by dotted path
+# (dead_letters.conflict, dedup_rows.applied, merchants.m001.balance_cents).
+tb_expect_get() {
+  python3 -c '
+import json, sys
+v = json.load(open(sys.argv[2]))
+for part in sys.argv[1].split("."):
+    v = v[part]
+print(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)' \
+    "$1" "${2:-$TB_DIR/expect.json}"
+}
+
+# tb_expect_ledger EXPECT_JSON [TABLE_PREFIX]: the ledger handler's tables hold
+# every payment exactly once: per-merchant balances and entry counts, total
+# entries, and no business key booked twice.
+tb_expect_ledger() {
+  local exp="${1:-$TB_DIR/expect.json}" pre="${2:-}" want
+  want=$(python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+for m in sorted(e["merchants"]):
+    print("%s\t%d\t%d" % (m, e["merchants"][m]["balance_cents"], e["merchants"][m]["entries"]))' "$exp")
+  tb_eq "merchant balances and entries" "$want" \
+    "$(tb_sql "SELECT merchant_id, balance_cents, entries FROM \`${pre}merchant_balance\` ORDER BY merchant_id")"
+  tb_eq "ledger entries" "$(tb_expect_get unique_keys_applied "$exp")" \
+    "$(tb_sql "SELECT COUNT(*) FROM \`${pre}ledger_entry\`")"
+  tb_eq "ledger total cents" "$(tb_expect_get balance_cents_total "$exp")" \
+    "$(tb_sql "SELECT COALESCE(SUM(amount_cents), 0) FROM \`${pre}ledger_entry\`")"
+  tb_eq "no business key booked twice" 0 \
+    "$(tb_sql "SELECT COUNT(*) FROM (SELECT biz_key FROM \`${pre}ledger_entry\` GROUP BY biz_key HAVING COUNT(*) > 1) d")"
 }
 
 # tb_expect_outcome EXPECT_JSON [TABLE]: checks the dead letters and the dedup

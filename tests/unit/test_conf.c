@@ -38,13 +38,30 @@ static void setup(void)
     errstr[0] = '\0';
 }
 
+extern char **environ;
+
+/* Check forks per test, but with CK_FORK=no the variables would leak. */
+static void unset_test_env(void)
+{
+    char name[256];
+
+    for (int i = 0; environ[i];) {
+        if (strncmp(environ[i], "DEDUPD_", 7) != 0 && strncmp(environ[i], "DD_TEST_PW", 10) != 0) {
+            i++;
+            continue;
+        }
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(environ[i], "="), environ[i]);
+        unsetenv(name);
+    }
+}
+
 static void teardown(void)
 {
     char cmd[PATH_MAX + 16];
 
+    unset_test_env();
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
 static void write_file(const char *path, const char *text)
@@ -64,10 +81,8 @@ static dd_conf_t *load(const char *text, int *errp)
 
     write_file(confpath, text);
     err = dd_conf_load(&conf, confpath, errstr, sizeof(errstr));
-    if (errp)
-        *errp = err;
-    if (err)
-        ck_assert_ptr_null(conf);
+    if (errp) *errp = err;
+    if (err) ck_assert_ptr_null(conf);
     return conf;
 }
 
@@ -144,9 +159,8 @@ START_TEST(test_full)
     ck_assert_str_eq(conf->handler.path, "/opt/h.so");
     ck_assert_ptr_nonnull(conf->handler.config);
     ck_assert_int_eq(config_setting_length(conf->handler.config), 2);
-    ck_assert_str_eq(config_setting_get_string(config_setting_get_member(conf->handler.config,
-                                                                         "prefix")),
-                     "x_");
+    ck_assert_str_eq(
+        config_setting_get_string(config_setting_get_member(conf->handler.config, "prefix")), "x_");
     ck_assert_str_eq(conf->dlq.topic, "dead");
     ck_assert_str_eq(dd_conf_dlq_topic(conf, "payments", path, sizeof(path)), "dead");
     ck_assert_int_eq(conf->batch.max_messages, 100);
@@ -333,8 +347,8 @@ START_TEST(test_include_names_file)
     snprintf(inc, sizeof(inc), "%s/batch.conf", tmpdir);
     write_file(inc, "batch = {\n  max_wait_ms = -1;\n};\n");
     ck_assert_ptr_null(load(MIN "@include \"batch.conf\"\n", &err));
-    snprintf(want, sizeof(want), "%s:2: setting batch.max_wait_ms: must be between 0 and 60000, got -1",
-             inc);
+    snprintf(want, sizeof(want),
+             "%s:2: setting batch.max_wait_ms: must be between 0 and 60000, got -1", inc);
     ck_assert_str_eq(errstr, want);
 }
 END_TEST
@@ -388,7 +402,8 @@ static const struct {
     const char *name, *value, *want;
 } bad_env[] = {
     {"DEDUPD_MYSQL_PORT", "abc",
-     "environment variable DEDUPD_MYSQL_PORT (setting mysql.port): expected an integer, got \"abc\""},
+     "environment variable DEDUPD_MYSQL_PORT (setting mysql.port): expected an integer, got "
+     "\"abc\""},
     {"DEDUPD_MYSQL_PORT", "0",
      "environment variable DEDUPD_MYSQL_PORT (setting mysql.port): must be between 1 and 65535, "
      "got 0"},
@@ -441,8 +456,8 @@ START_TEST(test_password_env)
     dd_conf_t *conf;
 
     setenv("DD_TEST_PW", "s3cret", 1);
-    conf = load_ok(K_LINE "mysql = { database = \"db\"; password_env = \"DD_TEST_PW\"; };\n" D_LINE
-                       H_LINE);
+    conf = load_ok(
+        K_LINE "mysql = { database = \"db\"; password_env = \"DD_TEST_PW\"; };\n" D_LINE H_LINE);
     ck_assert_str_eq(conf->mysql.password, "s3cret");
     ck_assert_str_eq(conf->mysql.password_env, "DD_TEST_PW");
     dd_conf_destroy(conf);
@@ -459,27 +474,28 @@ START_TEST(test_password_file)
     ck_assert_int_eq(mkdir(pwpath, 0700), 0);
     snprintf(pwpath, sizeof(pwpath), "%s/secrets/db", tmpdir);
     write_file(pwpath, "s3cret pass\r\n");
-    conf = load_ok(K_LINE "mysql = { database = \"db\"; password_file = \"secrets/db\"; };\n" D_LINE
-                       H_LINE);
+    conf = load_ok(
+        K_LINE "mysql = { database = \"db\"; password_file = \"secrets/db\"; };\n" D_LINE H_LINE);
     ck_assert_str_eq(conf->mysql.password, "s3cret pass");
     ck_assert_str_eq(conf->mysql.password_file, pwpath);
     dd_conf_destroy(conf);
 
     unlink(pwpath);
-    ck_assert_ptr_null(load(K_LINE "mysql = { database = \"db\";\n password_file = \"secrets/db\"; };\n"
-                                D_LINE H_LINE,
-                            &err));
+    ck_assert_ptr_null(load(
+        K_LINE "mysql = { database = \"db\";\n password_file = \"secrets/db\"; };\n" D_LINE H_LINE,
+        &err));
     snprintf(want, sizeof(want),
              "%s:3: setting mysql.password_file: cannot read %s: No such file or directory",
              confpath, pwpath);
     ck_assert_str_eq(errstr, want);
 
     /* a directory is not a password */
-    ck_assert_ptr_null(load(K_LINE "mysql = { database = \"db\"; password_file = \"secrets\"; };\n"
-                                D_LINE H_LINE,
-                            &err));
-    snprintf(want, sizeof(want), "%s:2: setting mysql.password_file: %s/secrets is not a regular file",
-             confpath, tmpdir);
+    ck_assert_ptr_null(
+        load(K_LINE "mysql = { database = \"db\"; password_file = \"secrets\"; };\n" D_LINE H_LINE,
+             &err));
+    snprintf(want, sizeof(want),
+             "%s:2: setting mysql.password_file: %s/secrets is not a regular file", confpath,
+             tmpdir);
     ck_assert_str_eq(errstr, want);
 }
 END_TEST
@@ -492,9 +508,9 @@ START_TEST(test_password_never_printed)
     size_t len = 0;
     int err;
 
-    ck_assert_ptr_null(load(K_LINE "mysql = { database = \"db\"; password = \"hunter2\"; port = 0; };\n"
-                                D_LINE H_LINE,
-                            &err));
+    ck_assert_ptr_null(load(
+        K_LINE "mysql = { database = \"db\"; password = \"hunter2\"; port = 0; };\n" D_LINE H_LINE,
+        &err));
     ck_assert_ptr_nonnull(strstr(errstr, "mysql.port"));
     ck_assert_ptr_null(strstr(errstr, "hunter2"));
 
@@ -685,8 +701,7 @@ START_TEST(test_reference)
     dd_conf_print_reference(mem);
     fclose(mem);
     for (int i = 0; dd_conf_setting_path(i); i++, n++)
-        ck_assert_msg(strstr(text, dd_conf_setting_path(i)), "%s missing",
-                      dd_conf_setting_path(i));
+        ck_assert_msg(strstr(text, dd_conf_setting_path(i)), "%s missing", dd_conf_setting_path(i));
     ck_assert_int_gt(n, 40);
     ck_assert_ptr_nonnull(strstr(text, "Environment: DEDUPD_BATCH_MAX_MESSAGES\n"));
     ck_assert_ptr_nonnull(strstr(text, "Environment: DEDUPD_WORKERS\n"));

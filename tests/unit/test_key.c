@@ -118,8 +118,7 @@ static dd_hash_spec_t *spec_ok(char *const *paths, int cnt)
     char errstr[256] = "";
     dd_hash_spec_t *spec = NULL;
 
-    ck_assert_msg(dd_hash_spec_new(&spec, paths, cnt, errstr, sizeof(errstr)) == 0, "%s",
-                  errstr);
+    ck_assert_msg(dd_hash_spec_new(&spec, paths, cnt, errstr, sizeof(errstr)) == 0, "%s", errstr);
     return spec;
 }
 
@@ -143,8 +142,7 @@ START_TEST(test_tmpl_errors)
     ck_assert_str_eq(tmpl_err("${a[01]}"), "bad array index at column 4 (expected [N])");
     ck_assert_str_eq(tmpl_err("${a[-1]}"), "bad array index at column 4 (expected [N])");
     ck_assert_str_eq(tmpl_err("${a[1}"), "bad array index at column 4 (expected [N])");
-    ck_assert_str_eq(tmpl_err("${a[99999999999]}"),
-                     "bad array index at column 4 (expected [N])");
+    ck_assert_str_eq(tmpl_err("${a[99999999999]}"), "bad array index at column 4 (expected [N])");
     ck_assert_str_eq(tmpl_err("${a b}"), "unexpected character ' ' in path at column 4");
     ck_assert_str_eq(tmpl_err("${a[0]b}"), "unexpected character 'b' in path at column 7");
     ck_assert_str_eq(tmpl_err("${a\x01}"), "unexpected byte 0x01 in path at column 4");
@@ -242,10 +240,11 @@ START_TEST(test_render_length)
     cJSON_Delete(doc);
     dd_key_tmpl_destroy(tmpl);
 
-    ck_assert_int_eq(render("${s}-${s}", "{\"s\":\"" /* 150 x */
-                                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-                                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-                                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+    ck_assert_int_eq(render("${s}-${s}",
+                            "{\"s\":\"" /* 150 x */
+                            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
                             buf, sizeof(buf)),
                      DD_KEY_TOO_LONG);
     ck_assert_str_eq(buf, "key is 301 bytes, at most 255");
@@ -330,6 +329,39 @@ START_TEST(test_canonical_big_object)
     free(out);
     free(in);
     free(want);
+}
+END_TEST
+
+/* Parsed payloads (cJSON stops at depth 1000) always canonicalise; a deeper
+ * hand-built tree is refused instead of exhausting the stack. */
+START_TEST(test_canonical_depth)
+{
+    char *text = malloc(2 * 900 + 1), *out = NULL;
+    cJSON *json, *deep = cJSON_CreateArray(), *cur = deep;
+    unsigned char h[DD_HASH_LEN];
+    size_t len = 0;
+    int i;
+
+    memset(text, '[', 900);
+    memset(text + 900, ']', 900);
+    text[1800] = '\0';
+    json = parse(text);
+    ck_assert_int_eq(dd_json_canonical(json, &out, &len), 0);
+    ck_assert_str_eq(out, text);
+    ck_assert_int_eq(dd_key_hash(NULL, json, h), 0);
+    for (i = 0; i < 1100; i++) {
+        cJSON *next = cJSON_CreateArray();
+
+        cJSON_AddItemToArray(cur, next);
+        cur = next;
+    }
+    free(out);
+    ck_assert_int_eq(dd_json_canonical(deep, &out, &len), DD_ERR_ARG);
+    ck_assert_ptr_null(out);
+    ck_assert_int_eq(dd_key_hash(NULL, deep, h), DD_ERR_ARG);
+    cJSON_Delete(deep);
+    cJSON_Delete(json);
+    free(text);
 }
 END_TEST
 
@@ -494,15 +526,44 @@ static int utf8(const char *s)
 START_TEST(test_utf8)
 {
     static const char *good[] = {
-        "", "abc", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9d\x84\x9e", "\xf4\x8f\xbf\xbf",
-        "\xed\x9f\xbf", "\xee\x80\x80", "\xc2\x80", "\xdf\xbf", "\xe0\xa0\x80", "\xf0\x90\x80\x80",
-        "0123456789abcdef\xc3\xa9" "0123456789abcdef\xf0\x9f\x98\x80xyz",
+        "",
+        "abc",
+        "\xc3\xa9",
+        "\xe2\x82\xac",
+        "\xf0\x9d\x84\x9e",
+        "\xf4\x8f\xbf\xbf",
+        "\xed\x9f\xbf",
+        "\xee\x80\x80",
+        "\xc2\x80",
+        "\xdf\xbf",
+        "\xe0\xa0\x80",
+        "\xf0\x90\x80\x80",
+        "0123456789abcdef\xc3\xa9"
+        "0123456789abcdef\xf0\x9f\x98\x80xyz",
     };
     static const char *bad[] = {
-        "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xe0\x9f\xbf", "\xf0\x80\x80\x80",
-        "\xf0\x8f\xbf\xbf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80",
-        "\xff", "\xfe", "\x80", "\xbf", "\xe2\x82", "\xf0\x9f\x98", "\xc3", "\xc3\x41",
-        "\xe2\x41\x82", "\xf0\x9f\x41\x80", "0123456789abcdef\x80", "01234567\xed\xa0\x80xyz",
+        "\xc0\x80",
+        "\xc1\xbf",
+        "\xe0\x80\x80",
+        "\xe0\x9f\xbf",
+        "\xf0\x80\x80\x80",
+        "\xf0\x8f\xbf\xbf",
+        "\xed\xa0\x80",
+        "\xed\xbf\xbf",
+        "\xf4\x90\x80\x80",
+        "\xf5\x80\x80\x80",
+        "\xff",
+        "\xfe",
+        "\x80",
+        "\xbf",
+        "\xe2\x82",
+        "\xf0\x9f\x98",
+        "\xc3",
+        "\xc3\x41",
+        "\xe2\x41\x82",
+        "\xf0\x9f\x41\x80",
+        "0123456789abcdef\x80",
+        "01234567\xed\xa0\x80xyz",
         "abcdefgh12345678\xc3",
     };
     size_t i;
@@ -530,6 +591,7 @@ static Suite *key_suite(void)
     tcase_add_test(tc, test_canonical_numbers);
     tcase_add_test(tc, test_canonical_strings);
     tcase_add_test(tc, test_canonical_big_object);
+    tcase_add_test(tc, test_canonical_depth);
     tcase_add_test(tc, test_hash_known_vector);
     tcase_add_test(tc, test_hash_reserialised);
     tcase_add_test(tc, test_hash_streaming);
