@@ -50,6 +50,14 @@ int64_t dd_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t dd_now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int dd_sleep_ms(int64_t ms, volatile const int *stop)
 {
     int64_t end = dd_now_ms() + ms;

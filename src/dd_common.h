@@ -29,8 +29,9 @@ const char *dd_err2str(dd_err_t err);
 void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Monotonic clock in milliseconds. */
+/* Monotonic clock in milliseconds / microseconds. */
 int64_t dd_now_ms(void);
+int64_t dd_now_us(void);
 
 /* Sleep for ms milliseconds, waking early (returning 1) once *stop is set. */
 int dd_sleep_ms(int64_t ms, volatile const int *stop);

@@ -117,6 +117,9 @@ static void dd_lane_post(dd_lane_t *lane, dd_item_t **items, size_t n, const dd_
     sh->stats.retries += delta->retries;
     sh->stats.db_errors_retriable += delta->db_errors_retriable;
     sh->stats.batches += delta->batches;
+    sh->stats.batch_seconds_sum += delta->batch_seconds_sum;
+    for (int i = 0; i < DD_BATCH_BUCKETS; i++)
+        sh->stats.batch_buckets[i] += delta->batch_buckets[i];
     pthread_cond_signal(&sh->cv);
     pthread_mutex_unlock(&sh->mu);
 }
@@ -413,6 +416,16 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     }
 }
 
+static void dd_lane_observe(dd_stats_t *d, double secs)
+{
+    int b = 0;
+
+    while (b < DD_BATCH_BUCKETS - 1 && secs > dd_batch_bucket_bounds[b])
+        b++;
+    d->batch_buckets[b]++;
+    d->batch_seconds_sum += secs;
+}
+
 /* Puts unfinished items back at the head of the queue (shutdown timeout or
  * fatal error), so dd_lane_join() hands them to the main thread to free. */
 static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
@@ -448,11 +461,13 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     while (start < n && !sh->stop_hard && !sh->fatal) {
         size_t limit = n - start;
         long retry_at = -1;
+        int64_t t0;
         int rc;
 
         if (items[start] == backoff_item &&
             dd_sleep_ms(dd_lane_backoff_ms(lane, items[start]->attempts), &sh->stop_hard))
             break;
+        t0 = dd_now_us();
         for (;;) {
             rc = dd_lane_txn(lane, items + start, limit, &retry_at, &d, err, sizeof(err));
             if (rc || retry_at <= 0)
@@ -477,6 +492,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
             dd_lane_post(lane, NULL, 0, &d);
             continue;
         }
+        dd_lane_observe(&d, (double)(dd_now_us() - t0) / 1e6);
         dd_lane_post(lane, items + start, limit, &d);
         start += limit;
     }

@@ -15,13 +15,13 @@
  * itself runs on librdkafka's own thread.
  */
 #include "dd_mock.h"
+#include "dd_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,37 +58,28 @@ typedef struct dd_mock_opts_s {
 /* The control channel: a FIFO we read command lines from. */
 typedef struct dd_mock_ctl_s {
     const char *path;
-    int fd;      /* -1 when not open */
+    int fd;      /* read end, -1 when not open */
+    int keep_fd; /* our own write end, see dd_mock_ctl_reopen() */
     int created; /* we made the FIFO, so we remove it on exit */
     char buf[DD_MOCK_LINE_MAX];
     size_t len;
     int overlong; /* discarding the rest of a too-long line */
 } dd_mock_ctl_t;
 
-static void dd_mock_errstr(char *errstr, size_t errstr_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void dd_mock_errstr(char *errstr, size_t errstr_size, const char *fmt, ...) {
-    va_list ap;
-
-    if (!errstr || errstr_size == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(errstr, errstr_size, fmt, ap);
-    va_end(ap);
-}
-
-static void dd_mock_usage(FILE *fp) {
+static void dd_mock_usage(FILE *fp)
+{
     fprintf(fp,
             "usage: dedupd mock-kafka [--brokers N] [--topic NAME:PARTITIONS[:REPLICATION]]...\n"
             "                         [--bootstrap-file FILE] [--control FIFO]\n"
             "\n"
             "Runs librdkafka's mock Kafka cluster until SIGTERM/SIGINT. The first line\n"
             "on stdout is the bootstrap list. Topics not created here are auto-created\n"
-            "(4 partitions) when a producer asks for them.\n"
+            "(4 partitions) as soon as any client asks for them by name (a producer,\n"
+            "a subscribing consumer, kcat -L -t NAME).\n"
             "\n"
-            "Control FIFO commands (one per line, each answered on stdout with\n"
-            "\"ok <command>\" or \"error <why>\"):\n"
+            "Control FIFO commands (one per newline-terminated line, each answered on\n"
+            "stdout with \"ok <command>\" or \"error <command>: <why>\"; wait for the\n"
+            "answer rather than sleeping):\n"
             "  broker-down ID | broker-up ID | rtt ID MS\n"
             "  request-errors APIKEY ERRCODE COUNT | clear-errors APIKEY\n"
             "  topic-error TOPIC ERRCODE\n"
@@ -97,48 +88,48 @@ static void dd_mock_usage(FILE *fp) {
 }
 
 /* Parses a decimal int in [min, max]; returns 0 on success. */
-static int dd_mock_int_parse(const char *s, long min, long max, int *out) {
+static int dd_mock_int_parse(const char *s, long min, long max, int *out)
+{
     char *end;
     long v;
 
     errno = 0;
     v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < min || v > max)
-        return -1;
+    if (errno || end == s || *end != '\0' || v < min || v > max) return -1;
     *out = (int)v;
     return 0;
 }
 
 /* NAME:PARTITIONS[:REPLICATION] */
 static int dd_mock_topic_parse(const char *arg, dd_mock_topic_t *topic, char *errstr,
-                               size_t errstr_size) {
+                               size_t errstr_size)
+{
     char *copy = strdup(arg), *colon, *rf;
     int ret = -1;
 
     topic->name = NULL;
     topic->replication = 1;
     if (!copy) {
-        dd_mock_errstr(errstr, errstr_size, "out of memory");
+        dd_errstr_set(errstr, errstr_size, "out of memory");
         goto done;
     }
     colon = strchr(copy, ':');
     if (!colon || colon == copy) {
-        dd_mock_errstr(errstr, errstr_size, "--topic %s: expected NAME:PARTITIONS", arg);
+        dd_errstr_set(errstr, errstr_size, "--topic %s: expected NAME:PARTITIONS", arg);
         goto done;
     }
     *colon = '\0';
     rf = strchr(colon + 1, ':');
-    if (rf)
-        *rf++ = '\0';
+    if (rf) *rf++ = '\0';
     if (dd_mock_int_parse(colon + 1, 1, DD_MOCK_MAX_PARTITIONS, &topic->partitions)) {
-        dd_mock_errstr(errstr, errstr_size, "--topic %s: partition count must be 1..%d", arg,
-                       DD_MOCK_MAX_PARTITIONS);
+        dd_errstr_set(errstr, errstr_size, "--topic %s: partition count must be 1..%d", arg,
+                      DD_MOCK_MAX_PARTITIONS);
         goto done;
     }
     /* The broker count is final only after all options are read; the
      * replication factor is checked against it in dd_mock_opts_parse(). */
     if (rf && dd_mock_int_parse(rf, 1, DD_MOCK_MAX_BROKERS, &topic->replication)) {
-        dd_mock_errstr(errstr, errstr_size, "--topic %s: bad replication factor", arg);
+        dd_errstr_set(errstr, errstr_size, "--topic %s: bad replication factor", arg);
         goto done;
     }
     topic->name = copy;
@@ -149,7 +140,8 @@ done:
     return ret;
 }
 
-static void dd_mock_opts_free(dd_mock_opts_t *opts) {
+static void dd_mock_opts_free(dd_mock_opts_t *opts)
+{
     int i;
 
     for (i = 0; i < opts->topic_cnt; i++)
@@ -161,39 +153,37 @@ static void dd_mock_opts_free(dd_mock_opts_t *opts) {
 
 /* Returns 0, or -1 with errstr set (a usage error), or 1 for --help. */
 static int dd_mock_opts_parse(int argc, char **argv, dd_mock_opts_t *opts, char *errstr,
-                              size_t errstr_size) {
+                              size_t errstr_size)
+{
     int i;
 
     memset(opts, 0, sizeof(*opts));
     opts->broker_cnt = 1;
     opts->topics = calloc((size_t)argc, sizeof(*opts->topics));
     if (!opts->topics) {
-        dd_mock_errstr(errstr, errstr_size, "out of memory");
+        dd_errstr_set(errstr, errstr_size, "out of memory");
         return -1;
     }
     for (i = 1; i < argc; i++) {
         const char *opt = argv[i];
 
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help"))
-            return 1;
-        if (strcmp(opt, "--brokers") && strcmp(opt, "--topic") &&
-            strcmp(opt, "--bootstrap-file") && strcmp(opt, "--control")) {
-            dd_mock_errstr(errstr, errstr_size, "%s: unknown option", opt);
+        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) return 1;
+        if (strcmp(opt, "--brokers") && strcmp(opt, "--topic") && strcmp(opt, "--bootstrap-file") &&
+            strcmp(opt, "--control")) {
+            dd_errstr_set(errstr, errstr_size, "%s: unknown option", opt);
             return -1;
         }
         if (i + 1 >= argc) {
-            dd_mock_errstr(errstr, errstr_size, "%s needs a value", opt);
+            dd_errstr_set(errstr, errstr_size, "%s needs a value", opt);
             return -1;
         }
         if (!strcmp(opt, "--brokers")) {
             if (dd_mock_int_parse(argv[++i], 1, DD_MOCK_MAX_BROKERS, &opts->broker_cnt)) {
-                dd_mock_errstr(errstr, errstr_size, "--brokers must be 1..%d",
-                               DD_MOCK_MAX_BROKERS);
+                dd_errstr_set(errstr, errstr_size, "--brokers must be 1..%d", DD_MOCK_MAX_BROKERS);
                 return -1;
             }
         } else if (!strcmp(opt, "--topic")) {
-            if (dd_mock_topic_parse(argv[++i], &opts->topics[opts->topic_cnt], errstr,
-                                    errstr_size))
+            if (dd_mock_topic_parse(argv[++i], &opts->topics[opts->topic_cnt], errstr, errstr_size))
                 return -1;
             opts->topic_cnt++;
         } else if (!strcmp(opt, "--bootstrap-file")) {
@@ -204,8 +194,8 @@ static int dd_mock_opts_parse(int argc, char **argv, dd_mock_opts_t *opts, char 
     }
     for (i = 0; i < opts->topic_cnt; i++) {
         if (opts->topics[i].replication > opts->broker_cnt) {
-            dd_mock_errstr(errstr, errstr_size, "topic %s: replication %d exceeds %d broker(s)",
-                           opts->topics[i].name, opts->topics[i].replication, opts->broker_cnt);
+            dd_errstr_set(errstr, errstr_size, "topic %s: replication %d exceeds %d broker(s)",
+                          opts->topics[i].name, opts->topics[i].replication, opts->broker_cnt);
             return -1;
         }
     }
@@ -213,7 +203,8 @@ static int dd_mock_opts_parse(int argc, char **argv, dd_mock_opts_t *opts, char 
 }
 
 /* librdkafka's own log lines, prefixed so they are told apart from acks. */
-static void dd_mock_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+static void dd_mock_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
     (void)rk;
     fprintf(stderr, "mock-kafka: rdkafka %d %s: %s\n", level, fac, buf);
 }
@@ -222,7 +213,8 @@ static void dd_mock_log_cb(const rd_kafka_t *rk, int level, const char *fac, con
  * The mock cluster needs a client handle to live in; a producer that never
  * connects anywhere is the cheapest one.
  */
-static rd_kafka_t *dd_mock_host_new(char *errstr, size_t errstr_size) {
+static rd_kafka_t *dd_mock_host_new(char *errstr, size_t errstr_size)
+{
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
 
@@ -234,13 +226,13 @@ static rd_kafka_t *dd_mock_host_new(char *errstr, size_t errstr_size) {
         return NULL;
     }
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);
-    if (!rk)
-        rd_kafka_conf_destroy(conf);
+    if (!rk) rd_kafka_conf_destroy(conf);
     return rk;
 }
 
 static int dd_mock_topics_create(rd_kafka_mock_cluster_t *mcluster, const dd_mock_opts_t *opts,
-                                 char *errstr, size_t errstr_size) {
+                                 char *errstr, size_t errstr_size)
+{
     int i;
 
     for (i = 0; i < opts->topic_cnt; i++) {
@@ -249,8 +241,8 @@ static int dd_mock_topics_create(rd_kafka_mock_cluster_t *mcluster, const dd_moc
             rd_kafka_mock_topic_create(mcluster, t->name, t->partitions, t->replication);
 
         if (err) {
-            dd_mock_errstr(errstr, errstr_size, "creating topic %s: %s", t->name,
-                           rd_kafka_err2str(err));
+            dd_errstr_set(errstr, errstr_size, "creating topic %s: %s", t->name,
+                          rd_kafka_err2str(err));
             return -1;
         }
     }
@@ -259,36 +251,35 @@ static int dd_mock_topics_create(rd_kafka_mock_cluster_t *mcluster, const dd_moc
 
 /* Temp file + rename, so a reader polling for the file never sees half. */
 static int dd_mock_bootstrap_write(const char *path, const char *bootstraps, char *errstr,
-                                   size_t errstr_size) {
+                                   size_t errstr_size)
+{
     char tmp[PATH_MAX];
     FILE *fp = NULL;
     int ret = -1;
 
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-        dd_mock_errstr(errstr, errstr_size, "%s: path too long", path);
+        dd_errstr_set(errstr, errstr_size, "%s: path too long", path);
         goto done;
     }
     fp = fopen(tmp, "w");
     if (!fp || fprintf(fp, "%s\n", bootstraps) < 0 || fflush(fp) || fsync(fileno(fp))) {
-        dd_mock_errstr(errstr, errstr_size, "writing %s: %s", tmp, strerror(errno));
+        dd_errstr_set(errstr, errstr_size, "writing %s: %s", tmp, strerror(errno));
         goto done;
     }
     if (fclose(fp)) {
         fp = NULL;
-        dd_mock_errstr(errstr, errstr_size, "writing %s: %s", tmp, strerror(errno));
+        dd_errstr_set(errstr, errstr_size, "writing %s: %s", tmp, strerror(errno));
         goto done;
     }
     fp = NULL;
     if (rename(tmp, path)) {
-        dd_mock_errstr(errstr, errstr_size, "renaming %s to %s: %s", tmp, path, strerror(errno));
+        dd_errstr_set(errstr, errstr_size, "renaming %s to %s: %s", tmp, path, strerror(errno));
         goto done;
     }
     ret = 0;
 done:
-    if (fp)
-        fclose(fp);
-    if (ret)
-        unlink(tmp);
+    if (fp) fclose(fp);
+    if (ret) unlink(tmp);
     return ret;
 }
 
@@ -298,70 +289,73 @@ typedef int (*dd_mock_cmd_fn)(rd_kafka_mock_cluster_t *mcluster, char **args, ch
                               size_t errstr_size);
 
 /* Kafka error codes are small positives; librdkafka's own are negatives. */
-static int dd_mock_errcode_parse(const char *s, rd_kafka_resp_err_t *err) {
+static int dd_mock_errcode_parse(const char *s, rd_kafka_resp_err_t *err)
+{
     int v;
 
-    if (dd_mock_int_parse(s, -200, 1000, &v))
-        return -1;
+    if (dd_mock_int_parse(s, -200, 1000, &v)) return -1;
     *err = (rd_kafka_resp_err_t)v;
     return 0;
 }
 
-static int dd_mock_cmd_result(rd_kafka_resp_err_t err, char *errstr, size_t errstr_size) {
-    if (!err)
-        return 0;
-    dd_mock_errstr(errstr, errstr_size, "%s", rd_kafka_err2str(err));
+static int dd_mock_cmd_result(rd_kafka_resp_err_t err, char *errstr, size_t errstr_size)
+{
+    if (!err) return 0;
+    dd_errstr_set(errstr, errstr_size, "%s", rd_kafka_err2str(err));
     return -1;
 }
 
 static int dd_mock_cmd_broker_down(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                                   size_t errstr_size) {
+                                   size_t errstr_size)
+{
     int id;
 
     if (dd_mock_int_parse(args[0], 1, INT_MAX, &id)) {
-        dd_mock_errstr(errstr, errstr_size, "bad broker id %s", args[0]);
+        dd_errstr_set(errstr, errstr_size, "bad broker id %s", args[0]);
         return -1;
     }
     return dd_mock_cmd_result(rd_kafka_mock_broker_set_down(mcluster, id), errstr, errstr_size);
 }
 
 static int dd_mock_cmd_broker_up(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                                 size_t errstr_size) {
+                                 size_t errstr_size)
+{
     int id;
 
     if (dd_mock_int_parse(args[0], 1, INT_MAX, &id)) {
-        dd_mock_errstr(errstr, errstr_size, "bad broker id %s", args[0]);
+        dd_errstr_set(errstr, errstr_size, "bad broker id %s", args[0]);
         return -1;
     }
     return dd_mock_cmd_result(rd_kafka_mock_broker_set_up(mcluster, id), errstr, errstr_size);
 }
 
 static int dd_mock_cmd_rtt(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                           size_t errstr_size) {
+                           size_t errstr_size)
+{
     int id, ms;
 
     if (dd_mock_int_parse(args[0], 1, INT_MAX, &id) ||
         dd_mock_int_parse(args[1], 0, 3600000, &ms)) {
-        dd_mock_errstr(errstr, errstr_size, "usage: rtt BROKERID MS");
+        dd_errstr_set(errstr, errstr_size, "usage: rtt BROKERID MS");
         return -1;
     }
-    return dd_mock_cmd_result(rd_kafka_mock_broker_set_rtt(mcluster, id, ms), errstr,
-                              errstr_size);
+    return dd_mock_cmd_result(rd_kafka_mock_broker_set_rtt(mcluster, id, ms), errstr, errstr_size);
 }
 
-static int dd_mock_cmd_request_errors(rd_kafka_mock_cluster_t *mcluster, char **args,
-                                      char *errstr, size_t errstr_size) {
+static int dd_mock_cmd_request_errors(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
+                                      size_t errstr_size)
+{
     rd_kafka_resp_err_t err, *errs;
     int apikey, cnt, i;
 
     if (dd_mock_int_parse(args[0], 0, INT16_MAX, &apikey) || dd_mock_errcode_parse(args[1], &err) ||
         dd_mock_int_parse(args[2], 1, DD_MOCK_MAX_ERRCNT, &cnt)) {
-        dd_mock_errstr(errstr, errstr_size, "usage: request-errors APIKEY ERRCODE COUNT");
+        dd_errstr_set(errstr, errstr_size, "usage: request-errors APIKEY ERRCODE COUNT");
         return -1;
     }
     errs = malloc(sizeof(*errs) * (size_t)cnt);
     if (!errs) {
-        dd_mock_errstr(errstr, errstr_size, "out of memory");
+        dd_errstr_set(errstr, errstr_size, "out of memory");
         return -1;
     }
     for (i = 0; i < cnt; i++)
@@ -372,11 +366,12 @@ static int dd_mock_cmd_request_errors(rd_kafka_mock_cluster_t *mcluster, char **
 }
 
 static int dd_mock_cmd_clear_errors(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                                    size_t errstr_size) {
+                                    size_t errstr_size)
+{
     int apikey;
 
     if (dd_mock_int_parse(args[0], 0, INT16_MAX, &apikey)) {
-        dd_mock_errstr(errstr, errstr_size, "usage: clear-errors APIKEY");
+        dd_errstr_set(errstr, errstr_size, "usage: clear-errors APIKEY");
         return -1;
     }
     rd_kafka_mock_clear_request_errors(mcluster, (int16_t)apikey);
@@ -384,11 +379,12 @@ static int dd_mock_cmd_clear_errors(rd_kafka_mock_cluster_t *mcluster, char **ar
 }
 
 static int dd_mock_cmd_topic_error(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                                   size_t errstr_size) {
+                                   size_t errstr_size)
+{
     rd_kafka_resp_err_t err;
 
     if (dd_mock_errcode_parse(args[1], &err)) {
-        dd_mock_errstr(errstr, errstr_size, "usage: topic-error TOPIC ERRCODE");
+        dd_errstr_set(errstr, errstr_size, "usage: topic-error TOPIC ERRCODE");
         return -1;
     }
     rd_kafka_mock_topic_set_error(mcluster, args[0], err);
@@ -396,21 +392,23 @@ static int dd_mock_cmd_topic_error(rd_kafka_mock_cluster_t *mcluster, char **arg
 }
 
 static int dd_mock_cmd_coordinator(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                                   size_t errstr_size) {
+                                   size_t errstr_size)
+{
     int id;
 
     if ((strcmp(args[0], "group") && strcmp(args[0], "transaction")) ||
         dd_mock_int_parse(args[2], 1, INT_MAX, &id)) {
-        dd_mock_errstr(errstr, errstr_size, "usage: coordinator group|transaction KEY BROKERID");
+        dd_errstr_set(errstr, errstr_size, "usage: coordinator group|transaction KEY BROKERID");
         return -1;
     }
-    return dd_mock_cmd_result(rd_kafka_mock_coordinator_set(mcluster, args[0], args[1], id),
-                              errstr, errstr_size);
+    return dd_mock_cmd_result(rd_kafka_mock_coordinator_set(mcluster, args[0], args[1], id), errstr,
+                              errstr_size);
 }
 
 /* Lets a test wait until everything it wrote before has been applied. */
 static int dd_mock_cmd_ping(rd_kafka_mock_cluster_t *mcluster, char **args, char *errstr,
-                            size_t errstr_size) {
+                            size_t errstr_size)
+{
     (void)mcluster;
     (void)args;
     (void)errstr;
@@ -436,29 +434,28 @@ static const struct {
 #define DD_MOCK_CMD_MAXARGS 4
 
 /* Runs one command line and writes its "ok ..."/"error ..." line. */
-static void dd_mock_command_exec(rd_kafka_mock_cluster_t *mcluster, const char *line) {
+static void dd_mock_command_exec(rd_kafka_mock_cluster_t *mcluster, const char *line)
+{
     char copy[DD_MOCK_LINE_MAX], errstr[256] = "", *args[DD_MOCK_CMD_MAXARGS + 1], *save, *name;
     int argc = 0, ret = -1;
     size_t i;
 
     snprintf(copy, sizeof(copy), "%s", line);
     name = strtok_r(copy, " \t\r", &save);
-    if (!name)
-        return; /* blank lines are not commands */
+    if (!name) return; /* blank lines are not commands */
     while (argc <= DD_MOCK_CMD_MAXARGS && (args[argc] = strtok_r(NULL, " \t\r", &save)))
         argc++;
     for (i = 0; i < sizeof(dd_mock_cmds) / sizeof(dd_mock_cmds[0]); i++) {
-        if (strcmp(name, dd_mock_cmds[i].name))
-            continue;
+        if (strcmp(name, dd_mock_cmds[i].name)) continue;
         if (argc != dd_mock_cmds[i].argc)
-            dd_mock_errstr(errstr, sizeof(errstr), "%s takes %d argument(s), got %d", name,
-                           dd_mock_cmds[i].argc, argc);
+            dd_errstr_set(errstr, sizeof(errstr), "%s takes %d argument(s), got %d", name,
+                          dd_mock_cmds[i].argc, argc);
         else
             ret = dd_mock_cmds[i].fn(mcluster, args, errstr, sizeof(errstr));
         break;
     }
     if (i == sizeof(dd_mock_cmds) / sizeof(dd_mock_cmds[0]))
-        dd_mock_errstr(errstr, sizeof(errstr), "unknown command %s", name);
+        dd_errstr_set(errstr, sizeof(errstr), "unknown command %s", name);
     if (ret == 0)
         printf("ok %s\n", line);
     else
@@ -469,11 +466,12 @@ static void dd_mock_command_exec(rd_kafka_mock_cluster_t *mcluster, const char *
 /* ---- control FIFO ----------------------------------------------------- */
 
 static int dd_mock_ctl_create(dd_mock_ctl_t *ctl, const char *path, char *errstr,
-                              size_t errstr_size) {
+                              size_t errstr_size)
+{
     struct stat st;
 
     memset(ctl, 0, sizeof(*ctl));
-    ctl->fd = -1;
+    ctl->fd = ctl->keep_fd = -1;
     ctl->path = path;
     if (mkfifo(path, 0600) == 0) {
         ctl->created = 1;
@@ -481,39 +479,50 @@ static int dd_mock_ctl_create(dd_mock_ctl_t *ctl, const char *path, char *errstr
     }
     if (errno == EEXIST && stat(path, &st) == 0 && S_ISFIFO(st.st_mode))
         return 0; /* reuse a FIFO the test made for us */
-    dd_mock_errstr(errstr, errstr_size, "--control %s: %s", path,
-                   errno == EEXIST ? "exists and is not a FIFO" : strerror(errno));
+    dd_errstr_set(errstr, errstr_size, "--control %s: %s", path,
+                  errno == EEXIST ? "exists and is not a FIFO" : strerror(errno));
     return -1;
 }
 
 /*
  * Non-blocking open: a blocking one would wait for the first writer and keep
- * signals from being noticed. Any previous fd is closed first.
+ * signals from being noticed.
+ *
+ * We also hold a write end ourselves. Otherwise every writer's close means
+ * EOF, and a command written by the next writer between our EOF and our
+ * reopen is lost with the pipe when we close the old read end (seen with
+ * back-to-back `echo cmd > fifo`). With the write end held, EOF never comes
+ * and the pipe lives as long as we do; commands must end with a newline.
+ * Any previous fds are closed first, so this also recovers from errors.
  */
-static int dd_mock_ctl_reopen(dd_mock_ctl_t *ctl, char *errstr, size_t errstr_size) {
-    if (ctl->fd >= 0)
-        close(ctl->fd);
+static int dd_mock_ctl_reopen(dd_mock_ctl_t *ctl, char *errstr, size_t errstr_size)
+{
+    if (ctl->keep_fd >= 0) close(ctl->keep_fd);
+    if (ctl->fd >= 0) close(ctl->fd);
+    ctl->keep_fd = -1;
     ctl->len = 0;
     ctl->overlong = 0;
     ctl->fd = open(ctl->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (ctl->fd < 0) {
-        dd_mock_errstr(errstr, errstr_size, "opening control FIFO %s: %s", ctl->path,
-                       strerror(errno));
+    if (ctl->fd >= 0) ctl->keep_fd = open(ctl->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (ctl->fd < 0 || ctl->keep_fd < 0) {
+        dd_errstr_set(errstr, errstr_size, "opening control FIFO %s: %s", ctl->path,
+                      strerror(errno));
         return -1;
     }
     return 0;
 }
 
-static void dd_mock_ctl_close(dd_mock_ctl_t *ctl) {
-    if (ctl->fd >= 0)
-        close(ctl->fd);
-    ctl->fd = -1;
-    if (ctl->created && ctl->path)
-        unlink(ctl->path);
+static void dd_mock_ctl_close(dd_mock_ctl_t *ctl)
+{
+    if (ctl->keep_fd >= 0) close(ctl->keep_fd);
+    if (ctl->fd >= 0) close(ctl->fd);
+    ctl->fd = ctl->keep_fd = -1;
+    if (ctl->created && ctl->path) unlink(ctl->path);
 }
 
 /* Runs every complete line in the buffer and keeps the unfinished tail. */
-static void dd_mock_ctl_lines(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluster) {
+static void dd_mock_ctl_lines(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluster)
+{
     char *start = ctl->buf, *nl;
 
     while ((nl = memchr(start, '\n', ctl->len - (size_t)(start - ctl->buf)))) {
@@ -537,21 +546,16 @@ static void dd_mock_ctl_lines(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mclus
     }
 }
 
-/* Reads what is available; returns 1 on EOF (all writers closed). */
-static int dd_mock_ctl_read(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluster) {
+/*
+ * Reads what is available; returns 1 when the FIFO must be reopened (EOF or
+ * a read error; EOF cannot happen while we hold our own write end).
+ */
+static int dd_mock_ctl_read(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluster)
+{
     ssize_t r = read(ctl->fd, ctl->buf + ctl->len, sizeof(ctl->buf) - ctl->len);
 
-    if (r < 0)
-        return errno == EAGAIN || errno == EINTR ? 0 : 1;
-    if (r == 0) {
-        /* A writer that forgot the final newline still meant the command. */
-        if (ctl->len > 0 && !ctl->overlong) {
-            ctl->buf[ctl->len] = '\0'; /* < sizeof(buf): full buffers were flushed */
-            dd_mock_command_exec(mcluster, ctl->buf);
-        }
-        ctl->len = 0;
-        return 1;
-    }
+    if (r < 0) return errno == EAGAIN || errno == EINTR ? 0 : 1;
+    if (r == 0) return 1;
     ctl->len += (size_t)r;
     dd_mock_ctl_lines(ctl, mcluster);
     return 0;
@@ -560,7 +564,8 @@ static int dd_mock_ctl_read(dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluste
 /* ---- main loop -------------------------------------------------------- */
 
 /* Waits for SIGTERM/SIGINT, serving control commands meanwhile. */
-static int dd_mock_wait(int sigfd, dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluster) {
+static int dd_mock_wait(int sigfd, dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *mcluster)
+{
     struct signalfd_siginfo si;
     char errstr[256];
     struct pollfd pfd[2];
@@ -577,8 +582,7 @@ static int dd_mock_wait(int sigfd, dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *
             nfds = 2;
         }
         if (poll(pfd, (nfds_t)nfds, -1) < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             fprintf(stderr, "mock-kafka: poll: %s\n", strerror(errno));
             return DD_MOCK_EXIT_FAIL;
         }
@@ -587,7 +591,6 @@ static int dd_mock_wait(int sigfd, dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *
                 fprintf(stderr, "mock-kafka: got signal %u, stopping\n", si.ssi_signo);
             return DD_MOCK_EXIT_OK;
         }
-        /* POLLHUP without POLLIN: the last writer closed, nothing buffered. */
         if (nfds == 2 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             if (dd_mock_ctl_read(ctl, mcluster) &&
                 dd_mock_ctl_reopen(ctl, errstr, sizeof(errstr))) {
@@ -600,19 +603,18 @@ static int dd_mock_wait(int sigfd, dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *
 
 /* Creates the cluster and topics, publishes the bootstrap list. */
 static int dd_mock_start(const dd_mock_opts_t *opts, rd_kafka_t **rkp,
-                         rd_kafka_mock_cluster_t **mclusterp, char *errstr, size_t errstr_size) {
+                         rd_kafka_mock_cluster_t **mclusterp, char *errstr, size_t errstr_size)
+{
     const char *bootstraps;
 
     *rkp = dd_mock_host_new(errstr, errstr_size);
-    if (!*rkp)
-        return -1;
+    if (!*rkp) return -1;
     *mclusterp = rd_kafka_mock_cluster_new(*rkp, opts->broker_cnt);
     if (!*mclusterp) {
-        dd_mock_errstr(errstr, errstr_size, "rd_kafka_mock_cluster_new failed");
+        dd_errstr_set(errstr, errstr_size, "rd_kafka_mock_cluster_new failed");
         return -1;
     }
-    if (dd_mock_topics_create(*mclusterp, opts, errstr, errstr_size))
-        return -1;
+    if (dd_mock_topics_create(*mclusterp, opts, errstr, errstr_size)) return -1;
     bootstraps = rd_kafka_mock_cluster_bootstraps(*mclusterp);
     if (opts->bootstrap_file &&
         dd_mock_bootstrap_write(opts->bootstrap_file, bootstraps, errstr, errstr_size))
@@ -623,7 +625,8 @@ static int dd_mock_start(const dd_mock_opts_t *opts, rd_kafka_t **rkp,
 }
 
 /* Blocks the stop signals (inherited by librdkafka's threads) into a signalfd. */
-static int dd_mock_signals_setup(sigset_t *oldmask) {
+static int dd_mock_signals_setup(sigset_t *oldmask)
+{
     sigset_t mask;
 
     sigemptyset(&mask);
@@ -632,14 +635,14 @@ static int dd_mock_signals_setup(sigset_t *oldmask) {
     /* A test that reads only the bootstrap line may close our stdout; later
      * acks must then fail quietly instead of killing the cluster. */
     signal(SIGPIPE, SIG_IGN);
-    if (pthread_sigmask(SIG_BLOCK, &mask, oldmask))
-        return -1;
+    if (pthread_sigmask(SIG_BLOCK, &mask, oldmask)) return -1;
     return signalfd(-1, &mask, SFD_CLOEXEC);
 }
 
-int dd_mock_main(int argc, char **argv) {
+int dd_mock_main(int argc, char **argv)
+{
     dd_mock_opts_t opts;
-    dd_mock_ctl_t ctl = {.fd = -1};
+    dd_mock_ctl_t ctl = {.fd = -1, .keep_fd = -1};
     rd_kafka_t *rk = NULL;
     rd_kafka_mock_cluster_t *mcluster = NULL;
     sigset_t oldmask;
@@ -660,9 +663,8 @@ int dd_mock_main(int argc, char **argv) {
         fprintf(stderr, "mock-kafka: signal setup: %s\n", strerror(errno));
         goto done;
     }
-    if (opts.control_path &&
-        (dd_mock_ctl_create(&ctl, opts.control_path, errstr, sizeof(errstr)) ||
-         dd_mock_ctl_reopen(&ctl, errstr, sizeof(errstr)))) {
+    if (opts.control_path && (dd_mock_ctl_create(&ctl, opts.control_path, errstr, sizeof(errstr)) ||
+                              dd_mock_ctl_reopen(&ctl, errstr, sizeof(errstr)))) {
         fprintf(stderr, "mock-kafka: %s\n", errstr);
         goto done;
     }
@@ -672,10 +674,8 @@ int dd_mock_main(int argc, char **argv) {
     }
     ret = dd_mock_wait(sigfd, opts.control_path ? &ctl : NULL, mcluster);
 done:
-    if (mcluster)
-        rd_kafka_mock_cluster_destroy(mcluster);
-    if (rk)
-        rd_kafka_destroy(rk);
+    if (mcluster) rd_kafka_mock_cluster_destroy(mcluster);
+    if (rk) rd_kafka_destroy(rk);
     dd_mock_ctl_close(&ctl);
     if (sigfd >= 0) {
         close(sigfd);

@@ -33,11 +33,16 @@ struct dd_pipeline_s {
     int nlanes;
 
     int64_t inflight;     /* items alive: polled and not yet finished */
+    int64_t last_finish_ms;
     int assigned_once;    /* a first assignment arrived */
     dd_item_t *dlq_retry; /* dead letters to send again */
-    uint64_t messages;    /* main-thread counter, merged into stats */
-    uint64_t dead_letters[DD_REASON_CNT];
+    dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under sh.mu */
+    size_t lag_cnt, lag_cap;
+    int64_t lag_refresh_ms;
 };
+
+const double dd_batch_bucket_bounds[DD_BATCH_BUCKETS - 1] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 
 static const char *const dd_reason_names[DD_REASON_CNT] = {
     "bad_json", "key_missing", "key_too_long", "payload_too_large",
@@ -66,6 +71,7 @@ static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item)
     if (item->pt && item->epoch == item->pt->epoch)
         dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
+    pl->last_finish_ms = dd_now_ms();
     dd_item_free(item);
 }
 
@@ -98,7 +104,9 @@ static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_a
     dd_item_t *item = opaque;
 
     if (!err) {
-        pl->dead_letters[item->reason]++;
+        pthread_mutex_lock(&pl->sh.mu);
+        pl->sh.stats.dead_letters[item->reason]++;
+        pthread_mutex_unlock(&pl->sh.mu);
         dd_pipeline_finish(pl, item);
         return;
     }
@@ -262,7 +270,9 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->epoch = pt->epoch;
     item->t_poll_ms = dd_now_ms();
     pl->inflight++;
-    pl->messages++;
+    pthread_mutex_lock(&pl->sh.mu);
+    pl->sh.stats.messages++;
+    pthread_mutex_unlock(&pl->sh.mu);
     dd_pipeline_route(pl, item);
 }
 
@@ -340,6 +350,51 @@ static void dd_pipeline_rebalance(void *arg, int assign,
 }
 
 /* ---- the loop ---- */
+
+/* Publishes the gauges and, every few seconds, the consumer lag computed
+ * from librdkafka's cached high watermarks (no broker round trip). */
+static void dd_pipeline_publish(dd_pipeline_t *pl)
+{
+    int64_t now = dd_now_ms();
+    size_t n = 0, assigned = 0;
+
+    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++)
+        assigned += dd_offsets_at(pl->offs, i)->assigned ? 1 : 0;
+    pthread_mutex_lock(&pl->sh.mu);
+    pl->sh.stats.inflight = pl->inflight;
+    pl->sh.stats.assigned = (int)assigned;
+    pl->sh.stats.last_loop_ms = now;
+    pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    pl->sh.stats.running = 1;
+    pthread_mutex_unlock(&pl->sh.mu);
+    if (now - pl->lag_refresh_ms < 2000)
+        return;
+    pl->lag_refresh_ms = now;
+    if (assigned > pl->lag_cap) {
+        dd_lag_t *lags = realloc(pl->lags, assigned * sizeof(*lags));
+        if (!lags)
+            return;
+        pl->lags = lags;
+        pl->lag_cap = assigned;
+    }
+    pthread_mutex_lock(&pl->sh.mu);
+    for (size_t i = 0; i < dd_offsets_count(pl->offs) && n < pl->lag_cap; i++) {
+        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
+        int64_t lo = -1, hi = -1;
+        if (!pt->assigned)
+            continue;
+        rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, &lo,
+                                       &hi);
+        snprintf(pl->lags[n].topic, sizeof(pl->lags[n].topic), "%s", pt->topic);
+        pl->lags[n].partition = pt->partition;
+        pl->lags[n].lag = hi < 0 ? -1 : pt->next >= 0 ? hi - pt->next : hi - (lo > 0 ? lo : 0);
+        if (pl->lags[n].lag < 0 && hi >= 0)
+            pl->lags[n].lag = 0;
+        n++;
+    }
+    pl->lag_cnt = n;
+    pthread_mutex_unlock(&pl->sh.mu);
+}
 
 static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
 {
@@ -450,6 +505,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
 
         dd_pipeline_drain(pl, 0);
         dd_source_store(pl->src);
+        dd_pipeline_publish(pl);
         if (exit_at_end && dd_pipeline_all_at_end(pl)) {
             dd_log(DD_LOG_INFO, "Every assigned partition is applied up to its end offset.");
             break;
@@ -470,6 +526,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
     }
     if (pl->lanes)
         dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
+    pthread_mutex_lock(&pl->sh.mu);
+    pl->sh.stats.running = 0;
+    pl->sh.stats.inflight = pl->inflight;
+    pthread_mutex_unlock(&pl->sh.mu);
     if (pl->sh.fatal) {
         dd_errstr_set(errstr, errstr_size, "%s", pl->sh.fatal_err);
         rc = DD_ERR_FATAL;
@@ -527,10 +587,17 @@ void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
     pthread_mutex_lock(&pl->sh.mu);
     *out = pl->sh.stats;
     pthread_mutex_unlock(&pl->sh.mu);
-    /* main-thread counters: exact when read from the main thread */
-    out->messages = pl->messages;
-    for (int i = 0; i < DD_REASON_CNT; i++)
-        out->dead_letters[i] = pl->dead_letters[i];
+}
+
+size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max)
+{
+    size_t n;
+
+    pthread_mutex_lock(&pl->sh.mu);
+    n = pl->lag_cnt;
+    memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
+    pthread_mutex_unlock(&pl->sh.mu);
+    return n;
 }
 
 void dd_pipeline_destroy(dd_pipeline_t *pl)
@@ -551,6 +618,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
         dd_item_free(pl->dlq_retry);
     }
     dd_offsets_destroy(pl->offs);
+    free(pl->lags);
     dd_key_tmpl_destroy(pl->tmpl);
     dd_hash_spec_destroy(pl->hspec);
     pthread_mutex_destroy(&pl->sh.mu);

@@ -31,6 +31,11 @@ typedef enum {
 
 const char *dd_reason2str(dd_reason_t reason);
 
+/* Upper bounds (seconds) of the batch duration histogram buckets; the last
+ * bucket is +Inf. */
+#define DD_BATCH_BUCKETS 12
+extern const double dd_batch_bucket_bounds[DD_BATCH_BUCKETS - 1];
+
 typedef struct {
     uint64_t messages;   /* consumed, each counted once */
     uint64_t applied;    /* handler OK, committed */
@@ -41,7 +46,24 @@ typedef struct {
     uint64_t db_errors_fatal;
     uint64_t batches;
     uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
+
+    /* committed batch durations (claim transaction, handler included) */
+    uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
+    double batch_seconds_sum;
+
+    /* gauges */
+    int64_t inflight;            /* polled, not yet finished */
+    int assigned;                /* partitions assigned now */
+    int64_t last_loop_ms;        /* dd_now_ms() of the main loop's last turn */
+    int64_t last_finish_ms;      /* dd_now_ms() when a message last finished */
+    int running;                 /* 1 between start and shutdown */
 } dd_stats_t;
+
+typedef struct {
+    char topic[256];
+    int32_t partition;
+    int64_t lag; /* high watermark minus the next offset to finish, -1 unknown */
+} dd_lag_t;
 
 typedef struct dd_pipeline_s dd_pipeline_t;
 
@@ -56,8 +78,13 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
 int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
                     size_t errstr_size);
 
-/* A consistent copy of the counters (any thread). */
+/* A consistent copy of the counters and gauges (any thread). */
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out);
+
+/* Copies the consumer lag of the assigned partitions (refreshed by the main
+ * loop every few seconds) into out; returns how many there are, which may
+ * exceed max (any thread). */
+size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max);
 
 void dd_pipeline_destroy(dd_pipeline_t *pl);
 

@@ -21,7 +21,10 @@
 #include "dd_log.h"
 #include "dd_migrate.h"
 #include "dd_mock.h"
+#include "dd_http.h"
 #include "dd_pipeline.h"
+#include "dd_purge.h"
+#include "dd_replay.h"
 
 #ifndef DEDUPD_VERSION
 #define DEDUPD_VERSION "0.1.0"
@@ -57,6 +60,11 @@ static void dd_main_usage(FILE *out)
             "  migrate -c FILE               create or upgrade the dedup table, then the "
             "handler's tables\n"
             "  check -c FILE                 validate config, handler, Kafka and database\n"
+            "  replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
+            "         [--topic T] [--partitions 0,2] [--apply] [--report FILE]\n"
+            "         [--format json|csv] [--orphans]   reconcile the database with a topic\n"
+            "  purge -c FILE                 delete expired dedup rows once, print the count\n"
+            "  stats -c FILE                 the dedup table at a glance\n"
             "  mock-kafka [--brokers N] [--topic NAME:PARTITIONS]... [--bootstrap-file F]\n"
             "             [--control FIFO]   host a mock Kafka cluster for tests and demos\n"
             "\n"
@@ -148,6 +156,8 @@ static int dd_main_run(int argc, char **argv)
     dd_conf_t *conf = NULL;
     dd_handler_t *h = NULL;
     dd_pipeline_t *pl = NULL;
+    dd_http_t *http = NULL;
+    dd_purge_t *purge = NULL;
     char err[1024];
 
     if ((rc = dd_main_args(argc, argv, &path, &exit_at_end)) != 0)
@@ -158,6 +168,10 @@ static int dd_main_run(int argc, char **argv)
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
     if (!rc)
         rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
+    if (!rc && conf->http.listen)
+        rc = dd_http_start(&http, conf, pl, err, sizeof(err));
+    if (!rc)
+        rc = dd_purge_start(&purge, conf, err, sizeof(err));
     if (!rc) {
         dd_log(DD_LOG_INFO, "dedupd %s starting: group %s, %d worker(s), handler %s.",
                DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
@@ -168,6 +182,8 @@ static int dd_main_run(int argc, char **argv)
         dd_log(DD_LOG_ERROR, "Stopping: %s", err);
     else
         dd_log(DD_LOG_INFO, "Stopped cleanly.");
+    dd_purge_stop(purge);
+    dd_http_stop(http);
     dd_pipeline_destroy(pl);
     dd_handler_destroy(h);
     dd_conf_destroy(conf);
@@ -265,6 +281,14 @@ static int dd_main_check(int argc, char **argv)
     else
         printf("FAIL key template: %s\n", err), bad = 1;
     dd_key_tmpl_destroy(tmpl);
+    if (conf->dedup.ttl_s >= 2 * dd_purge_window_s(conf))
+        printf("ok   ttl: %llds covers twice the idempotency window (%llds)\n",
+               (long long)conf->dedup.ttl_s, (long long)dd_purge_window_s(conf));
+    else
+        printf("FAIL ttl: dedup.ttl is %llds, shorter than twice the idempotency window "
+               "(%llds) implied by the timeouts and retries\n",
+               (long long)conf->dedup.ttl_s, (long long)dd_purge_window_s(conf)),
+            bad = 1;
     if (dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err)) == DD_OK)
         printf("ok   handler: %s (%s), ABI version %d\n", dd_handler_name(h),
                conf->handler.path, DEDUPD_HANDLER_ABI_VERSION);
@@ -322,6 +346,12 @@ int main(int argc, char **argv)
         return dd_main_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "mock-kafka"))
         return dd_mock_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "replay"))
+        return dd_replay_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "purge"))
+        return dd_purge_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "stats"))
+        return dd_stats_main(argc - 1, argv + 1);
     fprintf(stderr, "dedupd: unknown command '%s'\n\n", cmd);
     dd_main_usage(stderr);
     return 2;

@@ -55,7 +55,8 @@ typedef struct ddtk_dr_s {
     char first_err[256];
 } ddtk_dr_t;
 
-static void ddtk_usage(FILE *fp) {
+static void ddtk_usage(FILE *fp)
+{
     fprintf(fp, "usage:\n"
                 "  ddtk produce    -b BROKERS -t TOPIC   (stdin: PARTITION<TAB>KEY<TAB>PAYLOAD;\n"
                 "                  PARTITION -1 = by key, KEY - = null, PAYLOAD hex:... = binary)\n"
@@ -66,7 +67,8 @@ static void ddtk_usage(FILE *fp) {
                 "common option: -X prop=value (librdkafka property, repeatable)\n");
 }
 
-static int64_t ddtk_now_ms(void) {
+static int64_t ddtk_now_ms(void)
+{
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -74,7 +76,8 @@ static int64_t ddtk_now_ms(void) {
 }
 
 /* Returns 0, or -1 after printing a usage error. */
-static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args) {
+static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args)
+{
     int c;
 
     memset(args, 0, sizeof(*args));
@@ -82,10 +85,18 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args) {
     optind = 1;
     while ((c = getopt(argc, argv, "b:t:g:eX:")) != -1) {
         switch (c) {
-        case 'b': args->brokers = optarg; break;
-        case 't': args->topic = optarg; break;
-        case 'g': args->group = optarg; break;
-        case 'e': args->exit_eof = 1; break;
+        case 'b':
+            args->brokers = optarg;
+            break;
+        case 't':
+            args->topic = optarg;
+            break;
+        case 'g':
+            args->group = optarg;
+            break;
+        case 'e':
+            args->exit_eof = 1;
+            break;
         case 'X':
             if (args->prop_cnt == DDTK_MAX_PROPS || !strchr(optarg, '=')) {
                 fprintf(stderr, "ddtk: -X %s: expected prop=value (at most %d)\n", optarg,
@@ -94,7 +105,8 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args) {
             }
             args->props[args->prop_cnt++] = optarg;
             break;
-        default: return -1;
+        default:
+            return -1;
         }
     }
     if (optind < argc) {
@@ -112,7 +124,8 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args) {
     return 0;
 }
 
-static int ddtk_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value) {
+static int ddtk_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value)
+{
     char errstr[512];
 
     if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
@@ -136,33 +149,29 @@ static int ddtk_conf_set(rd_kafka_conf_t *conf, const char *name, const char *va
  */
 static rd_kafka_t *ddtk_client_new(const ddtk_args_t *args, rd_kafka_type_t type,
                                    const char **defaults, ddtk_dr_t *dr,
-                                   void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *,
-                                                 void *)) {
+                                   void (*dr_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *))
+{
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk = NULL;
     char errstr[512];
     int i;
 
-    if (ddtk_conf_set(conf, "bootstrap.servers", args->brokers))
-        goto fail;
+    if (ddtk_conf_set(conf, "bootstrap.servers", args->brokers)) goto fail;
     for (i = 0; defaults && defaults[i]; i += 2)
-        if (ddtk_conf_set(conf, defaults[i], defaults[i + 1]))
-            goto fail;
+        if (ddtk_conf_set(conf, defaults[i], defaults[i + 1])) goto fail;
     for (i = 0; i < args->prop_cnt; i++) {
         char name[256];
         const char *eq = strchr(args->props[i], '=');
 
         snprintf(name, sizeof(name), "%.*s", (int)(eq - args->props[i]), args->props[i]);
-        if (ddtk_conf_set(conf, name, eq + 1))
-            goto fail;
+        if (ddtk_conf_set(conf, name, eq + 1)) goto fail;
     }
     if (dr_cb) {
         rd_kafka_conf_set_opaque(conf, dr);
         rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     }
     rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
-    if (rk)
-        return rk;
+    if (rk) return rk;
     fprintf(stderr, "ddtk: %s: creating client: %s\n", args->cmd, errstr);
 fail:
     rd_kafka_conf_destroy(conf);
@@ -175,7 +184,8 @@ fail:
  * Partition count of topic: 0 found, 1 topic does not exist, -1 error.
  * Asks for all topics, because asking for one topic by name may create it.
  */
-static int ddtk_partition_cnt(rd_kafka_t *rk, const ddtk_args_t *args, int *cntp) {
+static int ddtk_partition_cnt(rd_kafka_t *rk, const ddtk_args_t *args, int *cntp)
+{
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
     int64_t deadline = ddtk_now_ms() + DDTK_TIMEOUT_MS;
@@ -184,19 +194,16 @@ static int ddtk_partition_cnt(rd_kafka_t *rk, const ddtk_args_t *args, int *cntp
     /* A topic created a moment ago may still report LEADER_NOT_AVAILABLE. */
     while (ddtk_now_ms() < deadline) {
         err = rd_kafka_metadata(rk, 1, NULL, &md, DDTK_TIMEOUT_MS);
-        if (err)
-            break;
+        if (err) break;
         ret = 1;
         for (i = 0; i < md->topic_cnt; i++) {
-            if (strcmp(md->topics[i].topic, args->topic))
-                continue;
+            if (strcmp(md->topics[i].topic, args->topic)) continue;
             err = md->topics[i].err;
             *cntp = md->topics[i].partition_cnt;
             ret = err ? -1 : 0;
         }
         rd_kafka_metadata_destroy(md);
-        if (ret >= 0 || err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE)
-            break;
+        if (ret >= 0 || err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE) break;
         usleep(100 * 1000);
     }
     if (ret < 0)
@@ -206,17 +213,18 @@ static int ddtk_partition_cnt(rd_kafka_t *rk, const ddtk_args_t *args, int *cntp
 }
 
 /* As above, but a missing topic is an error. */
-static int ddtk_partition_cnt_required(rd_kafka_t *rk, const ddtk_args_t *args, int *cntp) {
+static int ddtk_partition_cnt_required(rd_kafka_t *rk, const ddtk_args_t *args, int *cntp)
+{
     int r = ddtk_partition_cnt(rk, args, cntp);
 
-    if (r == 1)
-        fprintf(stderr, "ddtk: %s: topic %s does not exist\n", args->cmd, args->topic);
+    if (r == 1) fprintf(stderr, "ddtk: %s: topic %s does not exist\n", args->cmd, args->topic);
     return r == 0 ? 0 : -1;
 }
 
 /* ---- produce ---------------------------------------------------------- */
 
-static void ddtk_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque) {
+static void ddtk_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
     ddtk_dr_t *dr = opaque;
 
     (void)rk;
@@ -225,31 +233,28 @@ static void ddtk_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaq
         return;
     }
     if (dr->failed++ == 0)
-        snprintf(dr->first_err, sizeof(dr->first_err), "partition %" PRId32 ": %s",
-                 rkm->partition, rd_kafka_err2str(rkm->err));
+        snprintf(dr->first_err, sizeof(dr->first_err), "partition %" PRId32 ": %s", rkm->partition,
+                 rd_kafka_err2str(rkm->err));
 }
 
-static int ddtk_hexval(int c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
+static int ddtk_hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
 /* Decodes hex in place; returns the byte length or -1. */
-static ssize_t ddtk_hex_decode(char *s, size_t len) {
+static ssize_t ddtk_hex_decode(char *s, size_t len)
+{
     size_t i;
 
-    if (len % 2)
-        return -1;
+    if (len % 2) return -1;
     for (i = 0; i < len; i += 2) {
         int hi = ddtk_hexval((unsigned char)s[i]), lo = ddtk_hexval((unsigned char)s[i + 1]);
 
-        if (hi < 0 || lo < 0)
-            return -1;
+        if (hi < 0 || lo < 0) return -1;
         s[i / 2] = (char)(hi << 4 | lo);
     }
     return (ssize_t)(len / 2);
@@ -265,29 +270,26 @@ typedef struct ddtk_line_s {
 } ddtk_line_t;
 
 /* Splits PARTITION\tKEY\tPAYLOAD (newline already removed). */
-static int ddtk_line_parse(char *buf, size_t len, ddtk_line_t *line) {
+static int ddtk_line_parse(char *buf, size_t len, ddtk_line_t *line)
+{
     char *tab1 = memchr(buf, '\t', len), *tab2, *end;
     long p;
 
-    if (!tab1 || !(tab2 = memchr(tab1 + 1, '\t', len - (size_t)(tab1 + 1 - buf))))
-        return -1;
+    if (!tab1 || !(tab2 = memchr(tab1 + 1, '\t', len - (size_t)(tab1 + 1 - buf)))) return -1;
     *tab1 = '\0';
     errno = 0;
     p = strtol(buf, &end, 10);
-    if (errno || end == buf || *end || p < -1 || p > INT32_MAX)
-        return -1;
+    if (errno || end == buf || *end || p < -1 || p > INT32_MAX) return -1;
     line->partition = p == -1 ? RD_KAFKA_PARTITION_UA : (int32_t)p;
     line->key = tab1 + 1;
     line->key_len = (size_t)(tab2 - line->key);
-    if (line->key_len == 1 && line->key[0] == '-')
-        line->key = NULL, line->key_len = 0;
+    if (line->key_len == 1 && line->key[0] == '-') line->key = NULL, line->key_len = 0;
     line->payload = tab2 + 1;
     line->payload_len = len - (size_t)(line->payload - buf);
     if (line->payload_len >= 4 && !memcmp(line->payload, "hex:", 4)) {
         ssize_t n = ddtk_hex_decode(line->payload + 4, line->payload_len - 4);
 
-        if (n < 0)
-            return -1;
+        if (n < 0) return -1;
         line->payload += 4;
         line->payload_len = (size_t)n;
     }
@@ -295,19 +297,20 @@ static int ddtk_line_parse(char *buf, size_t len, ddtk_line_t *line) {
 }
 
 /* Enqueues one message, waiting for room while the local queue is full. */
-static int ddtk_produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ddtk_line_t *line) {
+static int ddtk_produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ddtk_line_t *line)
+{
     for (;;) {
         if (rd_kafka_produce(rkt, line->partition, RD_KAFKA_MSG_F_COPY, line->payload,
                              line->payload_len, line->key, line->key_len, NULL) == 0)
             return 0;
-        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            return -1;
+        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) return -1;
         rd_kafka_poll(rk, 10);
     }
 }
 
 /* Reads stdin and enqueues every line; returns the number enqueued or -1. */
-static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt) {
+static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt)
+{
     char *buf = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -316,11 +319,12 @@ static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt) {
 
     while ((len = getline(&buf, &cap, stdin)) >= 0) {
         lineno++;
-        if (len > 0 && buf[len - 1] == '\n')
-            buf[--len] = '\0';
+        if (len > 0 && buf[len - 1] == '\n') buf[--len] = '\0';
         if (ddtk_line_parse(buf, (size_t)len, &line)) {
-            fprintf(stderr, "ddtk: produce: stdin line %ld: expected PARTITION<TAB>KEY<TAB>PAYLOAD"
-                            " (PARTITION >= -1, hex: payload of even length)\n", lineno);
+            fprintf(stderr,
+                    "ddtk: produce: stdin line %ld: expected PARTITION<TAB>KEY<TAB>PAYLOAD"
+                    " (PARTITION >= -1, hex: payload of even length)\n",
+                    lineno);
             goto done;
         }
         if (ddtk_produce_one(rk, rkt, &line)) {
@@ -328,8 +332,7 @@ static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt) {
                     rd_kafka_err2str(rd_kafka_last_error()));
             goto done;
         }
-        if (lineno % 1000 == 0)
-            rd_kafka_poll(rk, 0);
+        if (lineno % 1000 == 0) rd_kafka_poll(rk, 0);
     }
     cnt = lineno;
 done:
@@ -337,22 +340,26 @@ done:
     return cnt;
 }
 
-static int ddtk_produce(const ddtk_args_t *args) {
-    static const char *defaults[] = {
-        "linger.ms", "10",
-        "batch.num.messages", "10000",
-        "queue.buffering.max.messages", "1000000",
-        "queue.buffering.max.kbytes", "1048576",
-        "enable.idempotence", "false",
-        NULL};
+static int ddtk_produce(const ddtk_args_t *args)
+{
+    static const char *defaults[] = {"linger.ms",
+                                     "10",
+                                     "batch.num.messages",
+                                     "10000",
+                                     "queue.buffering.max.messages",
+                                     "1000000",
+                                     "queue.buffering.max.kbytes",
+                                     "1048576",
+                                     "enable.idempotence",
+                                     "false",
+                                     NULL};
     ddtk_dr_t dr = {0};
     rd_kafka_t *rk = ddtk_client_new(args, RD_KAFKA_PRODUCER, defaults, &dr, ddtk_dr_cb);
     rd_kafka_topic_t *rkt = NULL;
     long cnt;
     int ret = DDTK_EXIT_FAIL;
 
-    if (!rk)
-        goto done;
+    if (!rk) goto done;
     rkt = rd_kafka_topic_new(rk, args->topic, NULL);
     if (!rkt) {
         fprintf(stderr, "ddtk: produce: topic %s: %s\n", args->topic,
@@ -371,10 +378,8 @@ static int ddtk_produce(const ddtk_args_t *args) {
     else if (cnt >= 0)
         ret = DDTK_EXIT_OK;
 done:
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
-    if (rk)
-        rd_kafka_destroy(rk);
+    if (rkt) rd_kafka_topic_destroy(rkt);
+    if (rk) rd_kafka_destroy(rk);
     return ret;
 }
 
@@ -382,14 +387,14 @@ done:
 
 /* Strict UTF-8 (no overlongs, surrogates or NUL, which JSON strings from
  * cJSON cannot carry). */
-static int ddtk_utf8_valid(const unsigned char *s, size_t len) {
+static int ddtk_utf8_valid(const unsigned char *s, size_t len)
+{
     size_t i = 0;
 
     while (i < len) {
         unsigned c = s[i], n, cp, k;
 
-        if (c == 0)
-            return 0;
+        if (c == 0) return 0;
         if (c < 0x80) {
             i++;
             continue;
@@ -402,11 +407,9 @@ static int ddtk_utf8_valid(const unsigned char *s, size_t len) {
             n = 3, cp = c & 0x07;
         else
             return 0;
-        if (i + n >= len)
-            return 0;
+        if (i + n >= len) return 0;
         for (k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
             cp = cp << 6 | (s[i + k] & 0x3F);
         }
         if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
@@ -418,13 +421,13 @@ static int ddtk_utf8_valid(const unsigned char *s, size_t len) {
 }
 
 /* NUL-terminated lowercase hex of buf, with an optional prefix; caller frees. */
-static char *ddtk_hex_encode(const char *prefix, const void *buf, size_t len) {
+static char *ddtk_hex_encode(const char *prefix, const void *buf, size_t len)
+{
     static const char digits[] = "0123456789abcdef";
     size_t plen = strlen(prefix), i;
     char *out = malloc(plen + len * 2 + 1);
 
-    if (!out)
-        return NULL;
+    if (!out) return NULL;
     memcpy(out, prefix, plen);
     for (i = 0; i < len; i++) {
         out[plen + 2 * i] = digits[((const unsigned char *)buf)[i] >> 4];
@@ -438,8 +441,9 @@ static char *ddtk_hex_encode(const char *prefix, const void *buf, size_t len) {
  * Adds name: bytes as a JSON string when valid UTF-8, else name_hex (or,
  * with hex_name NULL, a "hex:..." string under name). NULL bytes add null.
  */
-static void ddtk_json_add_bytes(cJSON *obj, const char *name, const char *hex_name,
-                                const void *buf, size_t len) {
+static void ddtk_json_add_bytes(cJSON *obj, const char *name, const char *hex_name, const void *buf,
+                                size_t len)
+{
     char *str;
 
     if (!buf) {
@@ -448,17 +452,16 @@ static void ddtk_json_add_bytes(cJSON *obj, const char *name, const char *hex_na
     }
     if (ddtk_utf8_valid(buf, len)) {
         str = strndup(buf, len);
-        if (str)
-            cJSON_AddStringToObject(obj, name, str);
+        if (str) cJSON_AddStringToObject(obj, name, str);
     } else {
         str = ddtk_hex_encode(hex_name ? "" : "hex:", buf, len);
-        if (str)
-            cJSON_AddStringToObject(obj, hex_name ? hex_name : name, str);
+        if (str) cJSON_AddStringToObject(obj, hex_name ? hex_name : name, str);
     }
     free(str);
 }
 
-static void ddtk_message_print(const rd_kafka_message_t *rkm) {
+static void ddtk_message_print(const rd_kafka_message_t *rkm)
+{
     cJSON *obj = cJSON_CreateObject(), *hdrs;
     rd_kafka_headers_t *headers = NULL;
     const char *hname;
@@ -470,15 +473,13 @@ static void ddtk_message_print(const rd_kafka_message_t *rkm) {
     cJSON_AddNumberToObject(obj, "offset", (double)rkm->offset);
     ddtk_json_add_bytes(obj, "key", "key_hex", rkm->key, rkm->key_len);
     /* An empty payload is "" rather than null: tests compare strings. */
-    ddtk_json_add_bytes(obj, "payload", "payload_hex", rkm->payload ? rkm->payload : "",
-                        rkm->len);
+    ddtk_json_add_bytes(obj, "payload", "payload_hex", rkm->payload ? rkm->payload : "", rkm->len);
     hdrs = cJSON_AddObjectToObject(obj, "headers");
     if (rd_kafka_message_headers(rkm, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR)
         for (i = 0; !rd_kafka_header_get_all(headers, i, &hname, &hval, &hsize); i++)
             ddtk_json_add_bytes(hdrs, hname, NULL, hval, hsize);
     out = cJSON_PrintUnformatted(obj);
-    if (out)
-        puts(out);
+    if (out) puts(out);
     free(out);
     cJSON_Delete(obj);
 }
@@ -487,7 +488,8 @@ static void ddtk_message_print(const rd_kafka_message_t *rkm) {
  * Assigns every non-empty partition from its low watermark; *ends receives
  * each partition's high watermark. Returns the number assigned, or -1.
  */
-static int ddtk_consume_assign(rd_kafka_t *rk, const ddtk_args_t *args, int cnt, int64_t *ends) {
+static int ddtk_consume_assign(rd_kafka_t *rk, const ddtk_args_t *args, int cnt, int64_t *ends)
+{
     rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(cnt);
     rd_kafka_resp_err_t err;
     int64_t lo, hi;
@@ -501,8 +503,7 @@ static int ddtk_consume_assign(rd_kafka_t *rk, const ddtk_args_t *args, int cnt,
             goto done;
         }
         ends[p] = hi;
-        if (hi > lo)
-            rd_kafka_topic_partition_list_add(parts, args->topic, p)->offset = lo;
+        if (hi > lo) rd_kafka_topic_partition_list_add(parts, args->topic, p)->offset = lo;
     }
     err = rd_kafka_assign(rk, parts);
     if (err) {
@@ -516,7 +517,8 @@ done:
 }
 
 /* Polls until each assigned partition reached its end; 0 or -1. */
-static int ddtk_consume_until_end(rd_kafka_t *rk, int remaining, int64_t *ends, int cnt) {
+static int ddtk_consume_until_end(rd_kafka_t *rk, int remaining, int64_t *ends, int cnt)
+{
     int64_t last_progress = ddtk_now_ms();
 
     while (remaining > 0) {
@@ -525,8 +527,10 @@ static int ddtk_consume_until_end(rd_kafka_t *rk, int remaining, int64_t *ends, 
 
         if (!rkm) {
             if (ddtk_now_ms() - last_progress > DDTK_IDLE_TIMEOUT_MS) {
-                fprintf(stderr, "ddtk: consume: no progress for %d ms, %d partition(s) "
-                                "not at their end\n", DDTK_IDLE_TIMEOUT_MS, remaining);
+                fprintf(stderr,
+                        "ddtk: consume: no progress for %d ms, %d partition(s) "
+                        "not at their end\n",
+                        DDTK_IDLE_TIMEOUT_MS, remaining);
                 return -1;
             }
             continue;
@@ -536,8 +540,7 @@ static int ddtk_consume_until_end(rd_kafka_t *rk, int remaining, int64_t *ends, 
             fprintf(stderr, "ddtk: consume: %s\n", rd_kafka_message_errstr(rkm));
         } else if (p >= 0 && p < cnt && ends[p] >= 0) {
             last_progress = ddtk_now_ms();
-            if (!rkm->err && rkm->offset < ends[p])
-                ddtk_message_print(rkm);
+            if (!rkm->err && rkm->offset < ends[p]) ddtk_message_print(rkm);
             if (rkm->err || rkm->offset >= ends[p] - 1) {
                 ends[p] = -1; /* done */
                 remaining--;
@@ -548,36 +551,38 @@ static int ddtk_consume_until_end(rd_kafka_t *rk, int remaining, int64_t *ends, 
     return 0;
 }
 
-static int ddtk_consume(const ddtk_args_t *args) {
+static int ddtk_consume(const ddtk_args_t *args)
+{
     /* assign() without subscribe never joins the group; the group.id only
      * lets rd_kafka_consumer_poll() serve the assigned partitions. */
     char group[64];
-    const char *defaults[] = {
-        "group.id", group,
-        "enable.auto.commit", "false",
-        "enable.auto.offset.store", "false",
-        "enable.partition.eof", "true",
-        "auto.offset.reset", "earliest",
-        NULL};
+    const char *defaults[] = {"group.id",
+                              group,
+                              "enable.auto.commit",
+                              "false",
+                              "enable.auto.offset.store",
+                              "false",
+                              "enable.partition.eof",
+                              "true",
+                              "auto.offset.reset",
+                              "earliest",
+                              NULL};
     rd_kafka_t *rk;
     int64_t *ends = NULL;
     int cnt = 0, assigned, r, ret = DDTK_EXIT_FAIL;
 
     snprintf(group, sizeof(group), "ddtk-consume-%ld", (long)getpid());
     rk = ddtk_client_new(args, RD_KAFKA_CONSUMER, defaults, NULL, NULL);
-    if (!rk)
-        goto done;
+    if (!rk) goto done;
     r = ddtk_partition_cnt(rk, args, &cnt);
     if (r != 0) {
         ret = r == 1 ? DDTK_EXIT_OK : DDTK_EXIT_FAIL; /* no topic: nothing to print */
         goto done;
     }
     ends = calloc((size_t)cnt, sizeof(*ends));
-    if (!ends)
-        goto done;
+    if (!ends) goto done;
     assigned = ddtk_consume_assign(rk, args, cnt, ends);
-    if (assigned >= 0 && ddtk_consume_until_end(rk, assigned, ends, cnt) == 0)
-        ret = DDTK_EXIT_OK;
+    if (assigned >= 0 && ddtk_consume_until_end(rk, assigned, ends, cnt) == 0) ret = DDTK_EXIT_OK;
     fflush(stdout);
 done:
     free(ends);
@@ -590,20 +595,17 @@ done:
 
 /* ---- committed, watermarks, partitions -------------------------------- */
 
-static int ddtk_committed(const ddtk_args_t *args) {
+static int ddtk_committed(const ddtk_args_t *args)
+{
     /* Not subscribing keeps us out of the group: reading offsets must not
      * trigger a rebalance of the consumers under test. */
-    const char *defaults[] = {
-        "group.id", args->group,
-        "enable.auto.commit", "false",
-        NULL};
+    const char *defaults[] = {"group.id", args->group, "enable.auto.commit", "false", NULL};
     rd_kafka_t *rk = ddtk_client_new(args, RD_KAFKA_CONSUMER, defaults, NULL, NULL);
     rd_kafka_topic_partition_list_t *parts = NULL;
     rd_kafka_resp_err_t err;
     int cnt, p, ret = DDTK_EXIT_FAIL;
 
-    if (!rk || ddtk_partition_cnt_required(rk, args, &cnt))
-        goto done;
+    if (!rk || ddtk_partition_cnt_required(rk, args, &cnt)) goto done;
     parts = rd_kafka_topic_partition_list_new(cnt);
     for (p = 0; p < cnt; p++)
         rd_kafka_topic_partition_list_add(parts, args->topic, p);
@@ -624,21 +626,19 @@ static int ddtk_committed(const ddtk_args_t *args) {
     }
     ret = DDTK_EXIT_OK;
 done:
-    if (parts)
-        rd_kafka_topic_partition_list_destroy(parts);
-    if (rk)
-        rd_kafka_destroy(rk);
+    if (parts) rd_kafka_topic_partition_list_destroy(parts);
+    if (rk) rd_kafka_destroy(rk);
     return ret;
 }
 
-static int ddtk_watermarks(const ddtk_args_t *args) {
+static int ddtk_watermarks(const ddtk_args_t *args)
+{
     rd_kafka_t *rk = ddtk_client_new(args, RD_KAFKA_CONSUMER, NULL, NULL, NULL);
     rd_kafka_resp_err_t err;
     int64_t lo, hi;
     int cnt, p, ret = DDTK_EXIT_FAIL;
 
-    if (!rk || ddtk_partition_cnt_required(rk, args, &cnt))
-        goto done;
+    if (!rk || ddtk_partition_cnt_required(rk, args, &cnt)) goto done;
     for (p = 0; p < cnt; p++) {
         err = rd_kafka_query_watermark_offsets(rk, args->topic, p, &lo, &hi, DDTK_TIMEOUT_MS);
         if (err) {
@@ -650,22 +650,20 @@ static int ddtk_watermarks(const ddtk_args_t *args) {
     }
     ret = DDTK_EXIT_OK;
 done:
-    if (rk)
-        rd_kafka_destroy(rk);
+    if (rk) rd_kafka_destroy(rk);
     return ret;
 }
 
-static int ddtk_partitions(const ddtk_args_t *args) {
+static int ddtk_partitions(const ddtk_args_t *args)
+{
     rd_kafka_t *rk = ddtk_client_new(args, RD_KAFKA_CONSUMER, NULL, NULL, NULL);
     int cnt, ret = DDTK_EXIT_FAIL;
 
-    if (!rk || ddtk_partition_cnt_required(rk, args, &cnt))
-        goto done;
+    if (!rk || ddtk_partition_cnt_required(rk, args, &cnt)) goto done;
     printf("%d\n", cnt);
     ret = DDTK_EXIT_OK;
 done:
-    if (rk)
-        rd_kafka_destroy(rk);
+    if (rk) rd_kafka_destroy(rk);
     return ret;
 }
 
@@ -673,12 +671,12 @@ static const struct {
     const char *name;
     int (*fn)(const ddtk_args_t *args);
 } ddtk_cmds[] = {
-    {"produce", ddtk_produce},       {"consume", ddtk_consume},
-    {"committed", ddtk_committed},   {"watermarks", ddtk_watermarks},
-    {"partitions", ddtk_partitions},
+    {"produce", ddtk_produce},       {"consume", ddtk_consume},       {"committed", ddtk_committed},
+    {"watermarks", ddtk_watermarks}, {"partitions", ddtk_partitions},
 };
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     ddtk_args_t args;
     size_t i;
 
@@ -687,8 +685,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? DDTK_EXIT_USAGE : DDTK_EXIT_OK;
     }
     for (i = 0; i < sizeof(ddtk_cmds) / sizeof(ddtk_cmds[0]); i++) {
-        if (strcmp(argv[1], ddtk_cmds[i].name))
-            continue;
+        if (strcmp(argv[1], ddtk_cmds[i].name)) continue;
         if (ddtk_args_parse(argc - 1, argv + 1, &args)) {
             ddtk_usage(stderr);
             return DDTK_EXIT_USAGE;

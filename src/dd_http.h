@@ -1,0 +1,26 @@
+/*
+ * The sidecar's HTTP endpoint (libmicrohttpd) on http.listen:
+ *   /healthz  200 while the loop makes progress, 503 when it is stuck
+ *   /readyz   200 when partitions are assigned and the database answers
+ *   /metrics  Prometheus text format
+ * It runs on its own thread and only reads the pipeline's snapshot
+ * functions (dd_pipeline_stats, dd_pipeline_lag), so it can never stall the
+ * consumer loop.
+ */
+#ifndef DD_HTTP_H
+#define DD_HTTP_H
+
+#include <stddef.h>
+
+#include "dd_conf.h"
+#include "dd_pipeline.h"
+
+typedef struct dd_http_s dd_http_t;
+
+/* Starts serving conf->http.listen. pl must outlive the server. */
+int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
+                  size_t errstr_size);
+/* Stops and frees; safe with NULL. */
+void dd_http_stop(dd_http_t *http);
+
+#endif /* DD_HTTP_H */
