@@ -333,6 +333,10 @@ int main(int argc, char **argv)
         dd_conf_print_reference(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "--help-config=markdown")) {
+        dd_conf_print_reference_md(stdout); /* the table in README.md and docs/CONFIG.md */
+        return 0;
+    }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         printf("dedupd %s (librdkafka %s, handler ABI %d)\n", DEDUPD_VERSION,
                rd_kafka_version_str(), DEDUPD_HANDLER_ABI_VERSION);
