@@ -1,10 +1,389 @@
-/* stub: being written */
+/*
+ * The sidecar's HTTP endpoint: liveness, readiness and Prometheus metrics.
+ *
+ * Requests are answered on libmicrohttpd's own thread and read only
+ * snapshots (dd_pipeline_stats, dd_pipeline_lag), so a slow scraper can never
+ * stall the consumer loop. Readiness needs to know whether the database
+ * answers; pinging it from the request thread could block /healthz behind a
+ * hung server for the whole read timeout, so a small prober thread owns a
+ * dedicated connection, pings at most once per second and caches the result.
+ * A cached result older than DD_HTTP_PING_STALE_MS counts as "not answering":
+ * a ping stuck on a dead server turns readiness off instead of freezing it.
+ */
 #include "dd_http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
 #include "dd_common.h"
+#include "dd_db.h"
+#include "dd_log.h"
+#include "dd_metrics.h"
+
+/* Liveness: the main loop turns at least every 100 ms while it runs (one
+ * poll), so 30 s without a turn means it is wedged. */
+#define DD_HTTP_LOOP_STUCK_MS 30000
+/* Liveness: messages in flight and none finished for this long. Longer than
+ * the default retry.backoff_max (30 s), so one handler RETRY cycle is not
+ * mistaken for a stall; a handler retrying forever is reported as stuck. */
+#define DD_HTTP_FINISH_STUCK_MS 60000
+/* Readiness: how often the prober pings, and when its answer is too old. */
+#define DD_HTTP_PING_EVERY_MS 1000
+#define DD_HTTP_PING_STALE_MS 5000
+#define DD_HTTP_LAG_MAX 4096
+
+struct dd_http_s {
+    const dd_conf_t *conf;
+    dd_pipeline_t *pl;
+    struct MHD_Daemon *mhd;
+    int64_t started_ms;
+
+    /* prober thread and its cached answer, under mu */
+    pthread_t prober;
+    int prober_started;
+    volatile int stop;
+    pthread_mutex_t mu;
+    dd_db_t *db;         /* prober thread only */
+    int db_ok;           /* last ping answered */
+    int64_t db_check_ms; /* dd_now_ms() when the last ping completed, 0: never */
+    char db_err[256];
+    int64_t idle_seen_ms; /* dd_now_ms() when nothing was last seen in flight */
+};
+
+/* Remembers when the pipeline was last seen with nothing in flight. The
+ * snapshot says when a message last finished, not when the current work
+ * started: after an idle hour, a message polled a second ago would look
+ * stuck for an hour. Sampled by the prober every second and by every
+ * request, so the error is at most a sampling period. */
+static void dd_http_observe(dd_http_t *http, const dd_stats_t *s)
+{
+    if (s->inflight > 0) return;
+    pthread_mutex_lock(&http->mu);
+    http->idle_seen_ms = dd_now_ms();
+    pthread_mutex_unlock(&http->mu);
+}
+
+/* ---- database prober ---- */
+
+/* One ping, reconnecting when the connection is gone. Auto-reconnect is
+ * off on every dedupd connection, so a restarted server needs an explicit
+ * dd_db_reconnect. */
+static int dd_http_ping(dd_http_t *http, char *errstr, size_t errstr_size)
+{
+    if (!http->db) return dd_db_open(&http->db, http->conf, errstr, errstr_size);
+    if (dd_db_mysql(http->db) && mysql_ping(dd_db_mysql(http->db)) == 0) return DD_OK;
+    return dd_db_reconnect(http->db, errstr, errstr_size);
+}
+
+static void *dd_http_prober_main(void *arg)
+{
+    dd_http_t *http = arg;
+    char err[256];
+
+    while (!http->stop) {
+        dd_stats_t s;
+        int ok;
+
+        dd_pipeline_stats(http->pl, &s);
+        dd_http_observe(http, &s);
+        err[0] = '\0';
+        ok = dd_http_ping(http, err, sizeof(err)) == DD_OK;
+        pthread_mutex_lock(&http->mu);
+        if (http->db_ok != ok && http->db_check_ms)
+            dd_log(ok ? DD_LOG_INFO : DD_LOG_WARN, "Readiness: the database %s%s%s.",
+                   ok ? "answers again" : "does not answer", ok ? "" : ": ", ok ? "" : err);
+        http->db_ok = ok;
+        http->db_check_ms = dd_now_ms();
+        snprintf(http->db_err, sizeof(http->db_err), "%s", err);
+        pthread_mutex_unlock(&http->mu);
+        dd_sleep_ms(DD_HTTP_PING_EVERY_MS, &http->stop);
+    }
+    return NULL;
+}
+
+/* ---- endpoints ---- */
+
+/* Liveness. Writes the reason into text and returns the HTTP status. */
+static unsigned int dd_http_health(dd_http_t *http, char *text, size_t size)
+{
+    dd_stats_t s;
+    int64_t now = dd_now_ms(), loop_ref, busy_ref;
+
+    dd_pipeline_stats(http->pl, &s);
+    dd_http_observe(http, &s);
+    if (!s.running && s.last_loop_ms) {
+        snprintf(text, size, "stopping: the consumer loop has ended\n");
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    /* Before the first turn (startup), measure from when the server started. */
+    loop_ref = s.last_loop_ms ? s.last_loop_ms : http->started_ms;
+    if (now - loop_ref > DD_HTTP_LOOP_STUCK_MS) {
+        snprintf(text, size, "stuck: the consumer loop has not turned for %lld ms\n",
+                 (long long)(now - loop_ref));
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    pthread_mutex_lock(&http->mu);
+    busy_ref = http->idle_seen_ms;
+    pthread_mutex_unlock(&http->mu);
+    if (s.last_finish_ms > busy_ref) busy_ref = s.last_finish_ms;
+    if (s.inflight > 0 && now - busy_ref > DD_HTTP_FINISH_STUCK_MS) {
+        snprintf(text, size, "stuck: %lld message(s) in flight and none finished for %lld ms\n",
+                 (long long)s.inflight, (long long)(now - busy_ref));
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    snprintf(text, size, "ok\n");
+    return MHD_HTTP_OK;
+}
+
+/* Readiness: partitions assigned and a fresh, successful database ping. */
+static unsigned int dd_http_ready(dd_http_t *http, char *text, size_t size)
+{
+    dd_stats_t s;
+    int64_t now = dd_now_ms(), checked;
+    int ok;
+    char err[256];
+
+    dd_pipeline_stats(http->pl, &s);
+    pthread_mutex_lock(&http->mu);
+    ok = http->db_ok;
+    checked = http->db_check_ms;
+    snprintf(err, sizeof(err), "%s", http->db_err);
+    pthread_mutex_unlock(&http->mu);
+
+    if (!s.running || s.assigned <= 0) {
+        snprintf(text, size, "not ready: no partitions assigned\n");
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    if (!checked || now - checked > DD_HTTP_PING_STALE_MS) {
+        snprintf(text, size, "not ready: the database did not answer a ping within %d ms\n",
+                 DD_HTTP_PING_STALE_MS);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    if (!ok) {
+        snprintf(text, size, "not ready: the database does not answer: %s\n", err);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    snprintf(text, size, "ok: %d partition(s) assigned, database answers\n", s.assigned);
+    return MHD_HTTP_OK;
+}
+
+static int dd_http_metrics(dd_http_t *http, char **outp, size_t *lenp)
+{
+    static dd_lag_t lags[DD_HTTP_LAG_MAX]; /* only MHD's single thread renders */
+    dd_stats_t s;
+    size_t n;
+
+    dd_pipeline_stats(http->pl, &s);
+    n = dd_pipeline_lag(http->pl, lags, DD_HTTP_LAG_MAX);
+    return dd_metrics_render(&s, lags, n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, outp, lenp);
+}
+
+static enum MHD_Result dd_http_reply(struct MHD_Connection *conn, unsigned int status,
+                                     const char *ctype, void *body, size_t len,
+                                     enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    enum MHD_Result ret;
+
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE) free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    ret = MHD_queue_response(conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result dd_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                          const char *method, const char *version,
+                                          const char *upload_data, size_t *upload_data_size,
+                                          void **req_cls)
+{
+    static const char ctype_text[] = "text/plain; charset=utf-8";
+    dd_http_t *http = cls;
+    char text[512];
+    unsigned int status;
+    char *body;
+    size_t len;
+
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+        snprintf(text, sizeof(text), "method not allowed\n");
+        return dd_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ctype_text, text, strlen(text),
+                             MHD_RESPMEM_MUST_COPY);
+    }
+    if (strcmp(url, "/metrics") == 0) {
+        if (dd_http_metrics(http, &body, &len) != DD_OK) return MHD_NO;
+        return dd_http_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body,
+                             len, MHD_RESPMEM_MUST_FREE);
+    }
+    if (strcmp(url, "/healthz") == 0)
+        status = dd_http_health(http, text, sizeof(text));
+    else if (strcmp(url, "/readyz") == 0)
+        status = dd_http_ready(http, text, sizeof(text));
+    else {
+        status = MHD_HTTP_NOT_FOUND;
+        snprintf(text, sizeof(text), "not found; try /healthz, /readyz or /metrics\n");
+    }
+    return dd_http_reply(conn, status, ctype_text, text, strlen(text), MHD_RESPMEM_MUST_COPY);
+}
+
+static void dd_http_on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char text[512];
+    size_t n;
+
+    vsnprintf(text, sizeof(text), fmt, ap);
+    n = strlen(text);
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+        text[--n] = '\0';
+    dd_log(DD_LOG_WARN, "HTTP server: %s", text);
+}
+
+/* ---- listening socket ---- */
+
+/* Splits "host:port" or "[v6]:port"; an empty host or "*" means any address. */
+static int dd_http_split(const char *listen, char *host, size_t host_size, char *port,
+                         size_t port_size)
+{
+    const char *colon = strrchr(listen, ':');
+    size_t hlen;
+
+    if (!colon) return -1;
+    hlen = (size_t)(colon - listen);
+    if (hlen >= 2 && listen[0] == '[' && listen[hlen - 1] == ']') {
+        listen++;
+        hlen -= 2;
+    }
+    if (hlen >= host_size || strlen(colon + 1) >= port_size) return -1;
+    snprintf(host, host_size, "%.*s", (int)hlen, listen);
+    snprintf(port, port_size, "%s", colon + 1);
+    if (!strcmp(host, "*")) host[0] = '\0';
+    return 0;
+}
+
+static int dd_http_bind_one(const struct addrinfo *ai, char *errstr, size_t errstr_size)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    int on = 1;
+
+    if (fd < 0) {
+        dd_errstr_set(errstr, errstr_size, "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* A restarted sidecar must get its port back while old connections
+     * linger in TIME_WAIT. */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+        dd_errstr_set(errstr, errstr_size, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Binds the socket ourselves (rather than letting MHD do it) so that a
+ * failure says why: "Address already in use", "Cannot assign requested
+ * address". */
+static int dd_http_listen(const char *listen, char *errstr, size_t errstr_size)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    char host[256], port[16], why[256] = "no address";
+    int fd = -1, gai;
+
+    if (dd_http_split(listen, host, sizeof(host), port, sizeof(port)) != 0) {
+        dd_errstr_set(errstr, errstr_size, "http.listen \"%s\": expected host:port", listen);
+        return -1;
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+    if (gai != 0) {
+        dd_errstr_set(errstr, errstr_size, "cannot listen on http.listen \"%s\": %s", listen,
+                      gai_strerror(gai));
+        return -1;
+    }
+    for (ai = res; ai && fd < 0; ai = ai->ai_next)
+        fd = dd_http_bind_one(ai, why, sizeof(why));
+    freeaddrinfo(res);
+    if (fd < 0)
+        dd_errstr_set(errstr, errstr_size, "cannot listen on http.listen \"%s\": %s", listen, why);
+    return fd;
+}
+
+/* ---- life cycle ---- */
+
 int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
                   size_t errstr_size)
 {
+    dd_http_t *http;
+    int fd, rc = DD_OK;
+
     *httpp = NULL;
+    http = calloc(1, sizeof(*http));
+    if (!http) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    http->conf = conf;
+    http->pl = pl;
+    http->started_ms = dd_now_ms();
+    http->idle_seen_ms = http->started_ms;
+    pthread_mutex_init(&http->mu, NULL);
+
+    fd = dd_http_listen(conf->http.listen, errstr, errstr_size);
+    if (fd < 0) {
+        rc = DD_ERR_IO;
+        goto out;
+    }
+    /* MHD owns fd from here on and closes it when it stops. Whether a failed
+     * start closes it differs between versions: leaving it open on that path
+     * (the process is about to exit) is safer than a double close. */
+    http->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG,
+                                 0, NULL, NULL, dd_http_on_request, http,
+                                 MHD_OPTION_EXTERNAL_LOGGER, dd_http_on_mhd_log, http,
+                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                 MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+    if (!http->mhd) {
+        dd_errstr_set(errstr, errstr_size, "cannot start the HTTP server on %s", conf->http.listen);
+        rc = DD_ERR_IO;
+        goto out;
+    }
+    if (pthread_create(&http->prober, NULL, dd_http_prober_main, http) != 0) {
+        dd_errstr_set(errstr, errstr_size, "cannot start the readiness prober thread");
+        rc = DD_ERR_FATAL;
+        goto out;
+    }
+    http->prober_started = 1;
+    dd_log(DD_LOG_INFO, "HTTP endpoint listening on %s (/healthz, /readyz, /metrics).",
+           conf->http.listen);
+out:
+    if (rc) {
+        dd_http_stop(http);
+        return rc;
+    }
+    *httpp = http;
     return DD_OK;
 }
-void dd_http_stop(dd_http_t *http) {}
+
+void dd_http_stop(dd_http_t *http)
+{
+    if (!http) return;
+    http->stop = 1;
+    if (http->mhd) MHD_stop_daemon(http->mhd);
+    if (http->prober_started) pthread_join(http->prober, NULL);
+    dd_db_close(http->db);
+    pthread_mutex_destroy(&http->mu);
+    free(http);
+}

@@ -31,6 +31,7 @@ typedef struct dd_item_s {
     uint32_t epoch;
     uint64_t seq;
     int64_t t_poll_ms;
+    int64_t t_poll_us; /* for the poll -> finish latency histogram */
 
     cJSON *json;
     char key[DD_KEY_MAX + 1];

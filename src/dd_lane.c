@@ -4,6 +4,7 @@
  */
 #include "dd_lane.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,11 @@ struct dd_lane_s {
     dd_claim_t **claimv;
     size_t cap;
     unsigned int seed;
+    dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
 };
 
 #define DD_LANE_TXN_RETRY (-100) /* internal: a handler asked for RETRY */
+#define DD_LANE_TXN_REDO (-101)  /* internal: run again with savepoints */
 
 /* ---- batch collection ---- */
 
@@ -69,7 +72,7 @@ static size_t dd_lane_collect(dd_lane_t *lane)
     const dd_conf_t *conf = lane->sh->conf;
     size_t n = 0, max = (size_t)conf->batch.max_messages;
     struct timespec ts;
-    int waited = 0;
+    int filling = 0, waited = 0;
 
     pthread_mutex_lock(&lane->mu);
     for (;;) {
@@ -87,9 +90,16 @@ static size_t dd_lane_collect(dd_lane_t *lane)
             break;
         if (n == 0 && lane->sh->stop_soft)
             break;
-        dd_lane_deadline(&ts, n > 0 ? conf->batch.max_wait_ms : 100);
-        pthread_cond_timedwait(&lane->cv, &lane->mu, &ts);
-        if (n > 0)
+        /* The fill deadline is set once, at the first item: every push
+         * signals the lane, and ending the wait at the next push would cut
+         * batches down to the arrival rate of single messages. */
+        if (!filling && n > 0) {
+            dd_lane_deadline(&ts, conf->batch.max_wait_ms);
+            filling = 1;
+        } else if (!filling) {
+            dd_lane_deadline(&ts, 100);
+        }
+        if (pthread_cond_timedwait(&lane->cv, &lane->mu, &ts) == ETIMEDOUT && n > 0)
             waited = 1;
     }
     pthread_mutex_unlock(&lane->mu);
@@ -223,8 +233,11 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
     return DD_OK;
 }
 
-static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d, char *errstr,
-                               size_t errstr_size)
+/* safe: take a savepoint first, so REJECT can roll back just this message.
+ * Without one, a REJECT (or RETRY out of attempts) returns TXN_REDO with the
+ * decision recorded in lane->decided. */
+static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_stats_t *d,
+                               char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = lane->sh->conf;
     MYSQL *mysql = dd_db_mysql(lane->db);
@@ -246,7 +259,7 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d, 
     int broken = 0, rc;
     dedupd_status st;
 
-    rc = dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size);
+    rc = safe ? dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
     if (rc)
         return rc;
     st = dd_handler_handle(lane->sh->h, mysql, &msg, &res, &broken);
@@ -288,7 +301,7 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d, 
                       mysql_error(mysql));
         return DD_ERR_RETRIABLE;
     }
-    rc = dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size);
+    rc = safe ? dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
     if (rc)
         return rc;
     if (st == DEDUPD_RETRY) {
@@ -304,9 +317,22 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d, 
     }
     dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key,
                "Message %s: %s", dd_reason2str(item->reason), item->error);
+    if (!safe) {
+        lane->decided = item; /* not called again: the redo only records it */
+        return DD_LANE_TXN_REDO;
+    }
     c->result_status = DD_ROW_FAILED;
     c->error = item->error;
     return DD_OK;
+}
+
+/* The redo of a batch reached the message whose failure was decided
+ * without a savepoint: record it, without calling the handler again. */
+static void dd_lane_record_decided(dd_item_t *item)
+{
+    item->outcome = DD_OUT_DLQ; /* reason and error kept from the decision */
+    item->claim->result_status = DD_ROW_FAILED;
+    item->claim->error = item->error;
 }
 
 static void dd_lane_free_responses(dd_item_t **items, size_t n)
@@ -317,11 +343,9 @@ static void dd_lane_free_responses(dd_item_t **items, size_t n)
     }
 }
 
-/* One attempt at one transaction over items[0..n). Sets *retry_at to the
- * index of a message whose handler asked for RETRY (everything rolled back)
- * or -1. Returns 0 or a dd_err_t class. */
-static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
-                       dd_stats_t *d, char *errstr, size_t errstr_size)
+/* One attempt at one transaction over items[0..n) (see dd_lane_txn). */
+static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, int safe,
+                            long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
 {
     unsigned char token[DD_CLAIM_TOKEN_LEN];
     size_t u, mine = 0;
@@ -345,8 +369,10 @@ static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry
     for (size_t i = 0; !rc && i < n; i++) {
         dd_item_t *item = items[i];
         int first = item->claim == &lane->claims[i];
-        if (first && item->claim->mine)
-            rc = dd_lane_run_handler(lane, item, d, errstr, errstr_size);
+        if (first && item->claim->mine && item == lane->decided)
+            dd_lane_record_decided(item);
+        else if (first && item->claim->mine)
+            rc = dd_lane_run_handler(lane, item, safe, d, errstr, errstr_size);
         else
             rc = dd_lane_judge_copy(lane, item, first, d);
         if (rc == DD_LANE_TXN_RETRY) {
@@ -372,6 +398,34 @@ static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry
 rollback:
     dd_db_rollback_quiet(lane->db);
     dd_lane_free_responses(items, n);
+    return rc;
+}
+
+/* One transaction over items[0..n). Sets *retry_at to the index of a message
+ * whose handler asked for RETRY (everything rolled back) or -1. Returns 0 or
+ * a dd_err_t class.
+ *
+ * Savepoints cost a round trip per message and are only needed when a
+ * message fails: the batch runs without them first, and when a handler
+ * REJECTs (or runs out of RETRY attempts) the whole transaction is rolled
+ * back and run again with a savepoint per message, that message's failure
+ * recorded without calling its handler again. The committed result is what
+ * the savepoint run alone gives; handlers are called again only for messages
+ * whose effects were rolled back, as on a deadlock replay. */
+static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
+                       dd_stats_t *d, char *errstr, size_t errstr_size)
+{
+    uint64_t retries;
+    int rc;
+
+    lane->decided = NULL;
+    rc = dd_lane_txn_once(lane, items, n, 0, retry_at, d, errstr, errstr_size);
+    if (rc != DD_LANE_TXN_REDO)
+        return rc;
+    retries = d->retries; /* counted for the decided message */
+    rc = dd_lane_txn_once(lane, items, n, 1, retry_at, d, errstr, errstr_size);
+    d->retries += retries;
+    lane->decided = NULL;
     return rc;
 }
 

@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dd_log.h"
 
+#include "dd_key.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,14 +41,20 @@ int dd_log_format_parse(const char *name)
     return -1;
 }
 
-/* Appends s quoted for the current format; both formats escape " and \. */
+/* Appends s quoted for the current format; both formats escape " and \.
+ * A value that is not valid UTF-8 (a binary business key) has its high bytes
+ * escaped so a JSON line stays valid JSON. */
 static size_t dd_log_quote(char *out, size_t pos, size_t size, const char *s)
 {
+    int raw8 = dd_utf8_valid(s, strlen(s));
+
     if (pos + 1 < size)
         out[pos++] = '"';
     for (; *s && pos + 8 < size; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
+        if (c >= 0x80 && !raw8) {
+            pos += (size_t)snprintf(out + pos, size - pos, "\\u%04x", c);
+        } else if (c == '"' || c == '\\') {
             out[pos++] = '\\';
             out[pos++] = (char)c;
         } else if (c < 0x20) {

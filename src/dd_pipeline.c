@@ -34,6 +34,10 @@ struct dd_pipeline_s {
 
     int64_t inflight;     /* items alive: polled and not yet finished */
     int64_t last_finish_ms;
+    uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in sh.stats */
+    int lat_pending;
+    dd_item_t *spare; /* finished items kept for reuse (see dd_item_recycle) */
+    int spare_cnt;
     int assigned_once;    /* a first assignment arrived */
     dd_item_t *dlq_retry; /* dead letters to send again */
     dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under sh.mu */
@@ -65,14 +69,88 @@ static void dd_item_free(dd_item_t *item)
     free(item);
 }
 
+/* Items are allocated and freed once per message, in bursts of a batch: a
+ * bounded free list keeps them out of malloc (whose bins then consolidate
+ * on the hot path). At most DD_ITEM_SPARE_MAX are kept, so memory stays
+ * flat. */
+#define DD_ITEM_SPARE_MAX 4096
+
+static void dd_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
+{
+    if (pl->spare_cnt >= DD_ITEM_SPARE_MAX) {
+        dd_item_free(item);
+        return;
+    }
+    if (item->json)
+        cJSON_Delete(item->json);
+    if (item->rkm)
+        rd_kafka_message_destroy(item->rkm);
+    free(item->response);
+    item->next = pl->spare;
+    pl->spare = item;
+    pl->spare_cnt++;
+}
+
+static dd_item_t *dd_item_alloc(dd_pipeline_t *pl)
+{
+    dd_item_t *item = pl->spare;
+
+    if (!item)
+        return calloc(1, sizeof(*item));
+    pl->spare = item->next;
+    pl->spare_cnt--;
+    memset(item, 0, sizeof(*item));
+    return item;
+}
+
+static int dd_pipeline_latency_bucket(int64_t us)
+{
+    int o, idx;
+
+    if (us < 4)
+        return us < 0 ? 0 : (int)us;
+    o = 63 - __builtin_clzll((unsigned long long)us); /* us in [2^o, 2^(o+1)) */
+    idx = (o - 1) * 4 + (int)((us >> (o - 2)) & 3);
+    return idx < DD_LATENCY_BUCKETS ? idx : DD_LATENCY_BUCKETS - 1;
+}
+
+int64_t dd_pipeline_latency_us(const dd_stats_t *s, double q)
+{
+    uint64_t total = 0, seen = 0;
+
+    for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
+        total += s->latency_buckets[i];
+    for (int i = 0; total && i < DD_LATENCY_BUCKETS; i++) {
+        seen += s->latency_buckets[i];
+        if ((double)seen >= q * (double)total)
+            return i < 4 ? i + 1 : (int64_t)(5 + i % 4) << (i / 4 - 1);
+    }
+    return 0;
+}
+
+/* Latencies are counted here without the lock and published in batches. */
+static void dd_pipeline_latency_flush(dd_pipeline_t *pl)
+{
+    if (!pl->lat_pending)
+        return;
+    for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
+        pl->sh.stats.latency_buckets[i] += pl->lat[i];
+    memset(pl->lat, 0, sizeof(pl->lat));
+    pl->lat_pending = 0;
+}
+
 /* The item's offset may move: mark it in its partition's watermark. */
 static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item)
 {
+    int64_t now_us = dd_now_us();
+
     if (item->pt && item->epoch == item->pt->epoch)
         dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
-    pl->last_finish_ms = dd_now_ms();
-    dd_item_free(item);
+    pl->last_finish_ms = now_us / 1000;
+    pl->lat[dd_pipeline_latency_bucket(now_us - item->t_poll_us)]++;
+    pl->lat_pending = 1;
+    dd_item_recycle(pl, item);
 }
 
 static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
@@ -258,7 +336,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
         rd_kafka_message_destroy(rkm); /* from an assignment we no longer hold */
         return;
     }
-    item = calloc(1, sizeof(*item));
+    item = dd_item_alloc(pl);
     if (!item || (item->seq = dd_ptrack_add(pt, rkm->offset)) == UINT64_MAX) {
         dd_log(DD_LOG_ERROR, "Out of memory; message will be redelivered.");
         free(item);
@@ -268,10 +346,12 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->rkm = rkm;
     item->pt = pt;
     item->epoch = pt->epoch;
-    item->t_poll_ms = dd_now_ms();
+    item->t_poll_us = dd_now_us();
+    item->t_poll_ms = item->t_poll_us / 1000;
     pl->inflight++;
     pthread_mutex_lock(&pl->sh.mu);
-    pl->sh.stats.messages++;
+    if (!pl->sh.stats.messages++)
+        pl->sh.stats.first_poll_ms = item->t_poll_ms;
     pthread_mutex_unlock(&pl->sh.mu);
     dd_pipeline_route(pl, item);
 }
@@ -365,6 +445,7 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     pl->sh.stats.assigned = (int)assigned;
     pl->sh.stats.last_loop_ms = now;
     pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    dd_pipeline_latency_flush(pl);
     pl->sh.stats.running = 1;
     pthread_mutex_unlock(&pl->sh.mu);
     if (now - pl->lag_refresh_ms < 2000)
@@ -403,6 +484,21 @@ static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
         if (pt->assigned && !dd_ptrack_at_end(pt))
+            return 0;
+    }
+    return 1;
+}
+
+/* --exit-at-end also waits until what was applied is committed: a commit
+ * refused because the group membership was lost (coordinator down, session
+ * timed out) would otherwise end the run with offsets behind. The loop keeps
+ * polling, so librdkafka rejoins, the partitions come back at their
+ * committed offsets and the redelivered messages count as duplicates. */
+static int dd_pipeline_all_committed(dd_pipeline_t *pl)
+{
+    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
+        if (pt->assigned && pt->next >= 0 && pt->committed < pt->next)
             return 0;
     }
     return 1;
@@ -498,7 +594,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
                     size_t errstr_size)
 {
     int rc = dd_pipeline_start(pl, exit_at_end, errstr, errstr_size);
-    int64_t last_progress_log = dd_now_ms();
+    int64_t last_progress_log = dd_now_ms(), last_commit = 0;
 
     while (!rc && !pl->sh.fatal && !*stop) {
         rd_kafka_message_t *rkm;
@@ -507,8 +603,16 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
         dd_source_store(pl->src);
         dd_pipeline_publish(pl);
         if (exit_at_end && dd_pipeline_all_at_end(pl)) {
-            dd_log(DD_LOG_INFO, "Every assigned partition is applied up to its end offset.");
-            break;
+            char cerr[256];
+            if (dd_pipeline_all_committed(pl)) {
+                dd_log(DD_LOG_INFO, "Every assigned partition is applied and committed up to "
+                       "its end offset.");
+                break;
+            }
+            if (dd_now_ms() - last_commit >= 500) { /* the result comes in the commit callback */
+                dd_source_commit_sync(pl->src, cerr, sizeof(cerr));
+                last_commit = dd_now_ms();
+            }
         }
         dd_pipeline_backpressure(pl);
         rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
@@ -528,6 +632,8 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
         dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
     pthread_mutex_lock(&pl->sh.mu);
     pl->sh.stats.running = 0;
+    pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    dd_pipeline_latency_flush(pl);
     pl->sh.stats.inflight = pl->inflight;
     pthread_mutex_unlock(&pl->sh.mu);
     if (pl->sh.fatal) {
@@ -595,7 +701,8 @@ size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max)
 
     pthread_mutex_lock(&pl->sh.mu);
     n = pl->lag_cnt;
-    memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
+    if (n && max)
+        memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
     pthread_mutex_unlock(&pl->sh.mu);
     return n;
 }
@@ -616,6 +723,10 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     for (; pl->dlq_retry; pl->dlq_retry = next) {
         next = pl->dlq_retry->next;
         dd_item_free(pl->dlq_retry);
+    }
+    for (; pl->spare; pl->spare = next) {
+        next = pl->spare->next;
+        free(pl->spare);
     }
     dd_offsets_destroy(pl->offs);
     free(pl->lags);

@@ -36,6 +36,11 @@ const char *dd_reason2str(dd_reason_t reason);
 #define DD_BATCH_BUCKETS 12
 extern const double dd_batch_bucket_bounds[DD_BATCH_BUCKETS - 1];
 
+/* Latency histogram: 4 buckets per power of two of microseconds (about
+ * 19% resolution), up to 2^33 us; the last bucket also takes anything
+ * longer. */
+#define DD_LATENCY_BUCKETS 128
+
 typedef struct {
     uint64_t messages;   /* consumed, each counted once */
     uint64_t applied;    /* handler OK, committed */
@@ -50,6 +55,11 @@ typedef struct {
     /* committed batch durations (claim transaction, handler included) */
     uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
     double batch_seconds_sum;
+
+    /* poll -> finished (offset may be stored) latency, microseconds; see
+     * dd_pipeline_latency_us() for the bucket layout */
+    uint64_t latency_buckets[DD_LATENCY_BUCKETS];
+    int64_t first_poll_ms; /* dd_now_ms() of the first message, 0 before */
 
     /* gauges */
     int64_t inflight;            /* polled, not yet finished */
@@ -80,6 +90,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
 
 /* A consistent copy of the counters and gauges (any thread). */
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out);
+
+/* The q quantile (0..1) of the poll -> finish latency in microseconds: the
+ * upper bound of the bucket holding it; 0 when nothing finished yet. */
+int64_t dd_pipeline_latency_us(const dd_stats_t *s, double q);
 
 /* Copies the consumer lag of the assigned partitions (refreshed by the main
  * loop every few seconds) into out; returns how many there are, which may

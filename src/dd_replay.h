@@ -7,7 +7,35 @@
 #ifndef DD_REPLAY_H
 #define DD_REPLAY_H
 
-/* argv[0] is "replay". Returns the exit code. */
+#include <stdint.h>
+#include <stddef.h>
+
+/* argv[0] is "replay". Returns the exit code: 0 the report was written
+ * (whatever it says), 1 error or interrupted, 2 usage. */
 int dd_replay_main(int argc, char **argv);
+
+/* ---- argument parsing, exposed for tests/unit/test_replay.c ---- */
+
+typedef enum {
+    DD_REPLAY_POS_EARLIEST = 0, /* the low watermark */
+    DD_REPLAY_POS_LATEST,       /* the high watermark when replay starts */
+    DD_REPLAY_POS_OFFSET,       /* value: an offset, applied per partition */
+    DD_REPLAY_POS_TIME,         /* value: milliseconds since the epoch (UTC) */
+} dd_replay_pos_kind_t;
+
+typedef struct {
+    dd_replay_pos_kind_t kind;
+    int64_t value;
+} dd_replay_pos_t;
+
+/* "earliest", "latest", an offset ("1200"), an ISO-8601 time with a zone
+ * ("2026-11-29T10:00:00Z", "2026-11-29T18:00:00.250+08:00") or a duration
+ * back from now_ms ("-2h", "-30m", "-90s", "-1d"). */
+int dd_replay_pos_parse(const char *s, int64_t now_ms, dd_replay_pos_t *pos, char *errstr,
+                        size_t errstr_size);
+
+/* "0,2,5-7" -> sorted distinct partitions (malloc'd *partsp, *cntp). */
+int dd_replay_partitions_parse(const char *s, int32_t **partsp, int *cntp, char *errstr,
+                               size_t errstr_size);
 
 #endif /* DD_REPLAY_H */

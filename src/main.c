@@ -144,8 +144,14 @@ static void dd_main_summary(dd_pipeline_t *pl)
     for (int i = 0; i < DD_REASON_CNT; i++)
         printf(" dlq_%s=%llu", dd_reason2str((dd_reason_t)i),
                (unsigned long long)s.dead_letters[i]);
-    printf(" db_retries=%llu batches=%llu\n", (unsigned long long)s.db_errors_retriable,
+    printf(" db_retries=%llu batches=%llu", (unsigned long long)s.db_errors_retriable,
            (unsigned long long)s.batches);
+    /* poll -> finished latency, and the time from the first message polled
+     * to the last one finished (what the bench divides by) */
+    printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f active_s=%.3f\n",
+           (double)dd_pipeline_latency_us(&s, 0.50) / 1000.0,
+           (double)dd_pipeline_latency_us(&s, 0.99) / 1000.0,
+           s.first_poll_ms ? (double)(s.last_finish_ms - s.first_poll_ms) / 1000.0 : 0.0);
     fflush(stdout);
 }
 

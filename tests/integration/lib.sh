@@ -453,3 +453,32 @@ tb_done() {
   ((TB_FAIL == 0)) || exit 1
   exit 0
 }
+
+# --- a private database server (for tests that crash it or change globals) --
+
+# tb_private_db: starts a second MariaDB in $TB_DIR/db2 (scripts/lib/mariadb.sh)
+# and moves the test onto it: DD_TEST_MYSQL_SOCKET (so tb_config, tb_sql and
+# tb_migrate use it) and a fresh TB_DB there. Call before tb_config. The
+# cleanup trap stops the server. Use it to kill the server or SET GLOBAL,
+# never on the shared one.
+tb_private_db() {
+  # shellcheck source=../../scripts/lib/mariadb.sh
+  source "$DD_TEST_SRC_DIR/scripts/lib/mariadb.sh"
+  TB_DB2="$TB_DIR/db2"
+  dd_mariadb_start "$TB_DB2" >>"$TB_DIR/db2.log" 2>&1 ||
+    tb_die "cannot start a private MariaDB in $TB_DB2 (see db2.log)"
+  TB_PIDS+=("$(cat "$TB_DB2/mysqld.pid")")
+  export DD_TEST_MYSQL_SOCKET="$TB_DB2/mysqld.sock"
+  _tb_mariadb -e "CREATE DATABASE \`$TB_DB\`" || tb_die "cannot create $TB_DB on $TB_DB2"
+}
+
+# tb_private_db_kill9 / tb_private_db_restart: crash and restart it.
+tb_private_db_kill9() {
+  dd_mariadb_kill9 "$TB_DB2" >>"$TB_DIR/db2.log" 2>&1 || tb_die "cannot kill the private MariaDB"
+}
+
+tb_private_db_restart() {
+  dd_mariadb_restart "$TB_DB2" >>"$TB_DIR/db2.log" 2>&1 ||
+    tb_die "cannot restart the private MariaDB (see db2.log)"
+  TB_PIDS+=("$(cat "$TB_DB2/mysqld.pid")")
+}

@@ -1,0 +1,136 @@
+/*
+ * Prometheus rendering of a pipeline snapshot.
+ *
+ * Counters are printed as exact integers (never through a double), so a
+ * scrape can be compared with the run's summary line digit for digit. The
+ * histogram's buckets arrive non-cumulative from the lanes and are summed
+ * here, because Prometheus buckets are cumulative ("le" = less or equal).
+ */
+#include "dd_metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dd_common.h"
+
+static void dd_metrics_head(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void dd_metrics_counter(FILE *f, const char *name, const char *help, uint64_t v)
+{
+    dd_metrics_head(f, name, "counter", help);
+    fprintf(f, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void dd_metrics_gauge(FILE *f, const char *name, const char *help, long long v)
+{
+    dd_metrics_head(f, name, "gauge", help);
+    fprintf(f, "%s %lld\n", name, v);
+}
+
+/* A label value: backslash, double quote and newline are escaped. */
+static void dd_metrics_label(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '\n') {
+            fputs("\\n", f);
+            continue;
+        }
+        if (*s == '\\' || *s == '"') fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
+{
+    dd_metrics_counter(f, "dedupd_messages_total", "Messages consumed, each counted once.",
+                       s->messages);
+    dd_metrics_counter(f, "dedupd_applied_total", "Messages applied by the handler and committed.",
+                       s->applied);
+    dd_metrics_counter(f, "dedupd_duplicates_total",
+                       "Messages skipped because the same key and request hash were applied.",
+                       s->duplicates);
+    dd_metrics_counter(f, "dedupd_conflicts_total",
+                       "Messages whose key was applied with a different request hash.",
+                       s->conflicts);
+    dd_metrics_counter(f, "dedupd_retries_total", "Handler RETRY results.", s->retries);
+    dd_metrics_counter(f, "dedupd_batches_total", "Claim transactions committed.", s->batches);
+
+    dd_metrics_head(f, "dedupd_dead_letters_total", "counter",
+                    "Dead letters acknowledged by the dead-letter topic, by reason.");
+    for (int i = 0; i < DD_REASON_CNT; i++)
+        fprintf(f, "dedupd_dead_letters_total{reason=\"%s\"} %llu\n", dd_reason2str((dd_reason_t)i),
+                (unsigned long long)s->dead_letters[i]);
+
+    dd_metrics_head(f, "dedupd_db_errors_total", "counter",
+                    "Database errors by class: retriable (batch replayed) or fatal (shutdown).");
+    fprintf(f, "dedupd_db_errors_total{class=\"retriable\"} %llu\n",
+            (unsigned long long)s->db_errors_retriable);
+    fprintf(f, "dedupd_db_errors_total{class=\"fatal\"} %llu\n",
+            (unsigned long long)s->db_errors_fatal);
+}
+
+static void dd_metrics_histogram(FILE *f, const dd_stats_t *s)
+{
+    uint64_t cum = 0;
+
+    dd_metrics_head(f, "dedupd_batch_seconds", "histogram",
+                    "Duration of committed claim transactions, handler included.");
+    for (int i = 0; i < DD_BATCH_BUCKETS - 1; i++) {
+        cum += s->batch_buckets[i];
+        fprintf(f, "dedupd_batch_seconds_bucket{le=\"%g\"} %llu\n", dd_batch_bucket_bounds[i],
+                (unsigned long long)cum);
+    }
+    cum += s->batch_buckets[DD_BATCH_BUCKETS - 1];
+    fprintf(f, "dedupd_batch_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    fprintf(f, "dedupd_batch_seconds_sum %.6f\n", s->batch_seconds_sum);
+    fprintf(f, "dedupd_batch_seconds_count %llu\n", (unsigned long long)cum);
+}
+
+static void dd_metrics_gauges(FILE *f, const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
+{
+    dd_metrics_gauge(f, "dedupd_inflight_messages", "Messages polled and not yet finished.",
+                     (long long)s->inflight);
+    dd_metrics_gauge(f, "dedupd_assigned_partitions", "Partitions assigned to this consumer.",
+                     s->assigned);
+    dd_metrics_gauge(f, "dedupd_running", "1 while the consumer loop runs.", s->running);
+
+    dd_metrics_head(f, "dedupd_consumer_lag", "gauge",
+                    "High watermark minus the next offset to finish, per assigned partition "
+                    "(refreshed every few seconds; absent while unknown).");
+    for (size_t i = 0; i < lag_cnt; i++) {
+        if (lags[i].lag < 0) continue;
+        fputs("dedupd_consumer_lag{topic=", f);
+        dd_metrics_label(f, lags[i].topic);
+        fprintf(f, ",partition=\"%d\"} %lld\n", (int)lags[i].partition, (long long)lags[i].lag);
+    }
+}
+
+int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt, char **outp,
+                      size_t *lenp)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    *outp = NULL;
+    *lenp = 0;
+    f = open_memstream(&buf, &len);
+    if (!f) return DD_ERR_NOMEM;
+    dd_metrics_counters(f, s);
+    dd_metrics_histogram(f, s);
+    dd_metrics_gauges(f, s, lags, lag_cnt);
+    if (ferror(f)) {
+        fclose(f);
+        free(buf);
+        return DD_ERR_NOMEM;
+    }
+    fclose(f);
+    *outp = buf;
+    *lenp = len;
+    return DD_OK;
+}

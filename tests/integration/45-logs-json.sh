@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# 45: log.format = "json" at log.level = "debug": every line dedupd writes is
+# one JSON object with ts, level and msg (per-message lines also topic,
+# partition, offset), librdkafka's own logs come through the same writer,
+# and no secret appears anywhere: not the database password (from
+# password_env), not a librdkafka sasl.password, not in a failed login.
+source "$(dirname "$0")/lib.sh"
+tb_init logs_json
+tb_mock payments:2
+pw='Pw-0b5cure-7Q'
+kpw='Kafka-S3cret-9'
+_tb_mariadb -e "DROP USER IF EXISTS 'dd_secret'@'localhost'; CREATE USER 'dd_secret'@'localhost' IDENTIFIED BY '$pw'; GRANT ALL ON \`$TB_DB\`.* TO 'dd_secret'@'localhost'" ||
+  tb_die "cannot create the database user"
+TB_KAFKA_PROPS="sasl.password=$kpw debug=conf,cgrp" tb_config "$TB_CONF" \
+  'log = { level = "debug"; format = "json"; };'
+sed -i 's/user = "root";/user = "dd_secret"; password_env = "DEDUPD_MYSQL_PASSWORD";/' "$TB_CONF"
+grep -q 'user = "dd_secret"' "$TB_CONF" || tb_die "could not point the config at dd_secret"
+export DEDUPD_MYSQL_PASSWORD="$pw"
+tb_migrate || tb_die "migrate failed"
+tb_gen --keys 30 --dup-min 1 --dup-max 2 --partitions 2 --bad 8 --conflicts 2 --seed 45
+tb_produce <"$TB_DIR/stream.txt" 2>/dev/null || tb_die "produce failed"
+tb_run || tb_die "dedupd run failed"
+"$DEDUPD" check -c "$TB_CONF" >"$TB_DIR/check.log" 2>&1 || tb_not_ok "check failed: $(tail -n 3 "$TB_DIR/check.log")"
+rc=0
+DEDUPD_MYSQL_PASSWORD="wrong-$pw" "$DEDUPD" run -c "$TB_CONF" --exit-at-end >"$TB_DIR/badpw.log" 2>&1 || rc=$?
+tb_eq "wrong password: startup fails" 1 "$rc"
+tb_check "wrong password: says access denied" grep -q "Access denied" "$TB_DIR/badpw.log"
+
+tb_check "every line is a JSON object with ts, level, msg" python3 -c '
+import json, sys
+n = per_msg = 0
+for line in open(sys.argv[1], encoding="utf-8"):
+    if line.startswith("summary ") or line.startswith("---- dedupd run"):
+        continue  # stdout lines, not logs
+    d = json.loads(line)
+    assert isinstance(d, dict) and {"ts", "level", "msg"} <= d.keys(), line
+    assert d["level"] in ("error", "warn", "info", "debug"), line
+    if "offset" in d:
+        assert isinstance(d["partition"], int) and isinstance(d["offset"], int), line
+        per_msg += 1
+    n += 1
+assert n > 50 and per_msg >= 8, (n, per_msg)' "$TB_DIR/run.log"
+tb_check "librdkafka logs are bridged" grep -q '"msg":"librdkafka consumer' "$TB_DIR/run.log"
+tb_check "a dead letter is logged per message" \
+  grep -q '"topic":"payments","partition":[0-9]*,"offset":[0-9]*,.*Dead-lettering' "$TB_DIR/run.log"
+for f in run.log migrate.log check.log badpw.log; do
+  tb_check "$f: the database password is not logged" bash -c '! grep -qF -- "$1" "$2"' _ "$pw" "$TB_DIR/$f"
+  tb_check "$f: the sasl.password is not logged" bash -c '! grep -qF -- "$1" "$2"' _ "$kpw" "$TB_DIR/$f"
+done
+tb_expect_outcome "$TB_DIR/expect.json"
+tb_assert_committed_at_end
+tb_done

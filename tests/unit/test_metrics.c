@@ -1,0 +1,198 @@
+/*
+ * Prometheus rendering: exact counters, cumulative histogram buckets,
+ * escaped labels, unknown lag left out, and every line well-formed.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_metrics.h"
+
+/* The value of the sample whose name and labels are exactly `series`, as
+ * text, or NULL. */
+static const char *sample(const char *text, const char *series, char *out, size_t out_size)
+{
+    size_t n = strlen(series);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, series, n) == 0 && p[n] == ' ') {
+            size_t len = strcspn(p + n + 1, "\n");
+            snprintf(out, out_size, "%.*s", (int)len, p + n + 1);
+            return out;
+        }
+    }
+    return NULL;
+}
+
+static char *render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
+{
+    char *text = NULL;
+    size_t len = 0;
+
+    ck_assert_int_eq(dd_metrics_render(s, lags, lag_cnt, &text, &len), 0);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, strlen(text));
+    ck_assert(len > 0 && text[len - 1] == '\n');
+    return text;
+}
+
+#define ck_sample_eq(text, series, want)                                                           \
+    do {                                                                                           \
+        char v_[64];                                                                               \
+        const char *got_ = sample((text), (series), v_, sizeof(v_));                               \
+        ck_assert_msg(got_ != NULL, "no sample %s", (series));                                     \
+        ck_assert_str_eq(got_, (want));                                                            \
+    } while (0)
+
+START_TEST(test_counters_exact)
+{
+    dd_stats_t s;
+    char *text;
+
+    memset(&s, 0, sizeof(s));
+    s.messages = 18446744073709551615ULL; /* no rounding through a double */
+    s.applied = 9007199254740993ULL;      /* 2^53 + 1 */
+    s.duplicates = 3;
+    s.conflicts = 4;
+    s.retries = 5;
+    s.batches = 6;
+    s.db_errors_retriable = 7;
+    s.db_errors_fatal = 1;
+    s.dead_letters[DD_REASON_BAD_JSON] = 11;
+    s.dead_letters[DD_REASON_CONFLICT] = 4;
+    s.dead_letters[DD_REASON_RETRIES_EXHAUSTED] = 2;
+    s.inflight = 42;
+    s.assigned = 3;
+    s.running = 1;
+    text = render(&s, NULL, 0);
+    ck_sample_eq(text, "dedupd_messages_total", "18446744073709551615");
+    ck_sample_eq(text, "dedupd_applied_total", "9007199254740993");
+    ck_sample_eq(text, "dedupd_duplicates_total", "3");
+    ck_sample_eq(text, "dedupd_conflicts_total", "4");
+    ck_sample_eq(text, "dedupd_retries_total", "5");
+    ck_sample_eq(text, "dedupd_batches_total", "6");
+    ck_sample_eq(text, "dedupd_db_errors_total{class=\"retriable\"}", "7");
+    ck_sample_eq(text, "dedupd_db_errors_total{class=\"fatal\"}", "1");
+    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"bad_json\"}", "11");
+    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"conflict\"}", "4");
+    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"retries_exhausted\"}", "2");
+    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"key_missing\"}", "0");
+    ck_sample_eq(text, "dedupd_inflight_messages", "42");
+    ck_sample_eq(text, "dedupd_assigned_partitions", "3");
+    ck_sample_eq(text, "dedupd_running", "1");
+    /* Every reason has a series, even at zero, so rate() works from the start. */
+    for (int i = 0; i < DD_REASON_CNT; i++) {
+        char series[128], v[64];
+        snprintf(series, sizeof(series), "dedupd_dead_letters_total{reason=\"%s\"}",
+                 dd_reason2str((dd_reason_t)i));
+        ck_assert_ptr_nonnull(sample(text, series, v, sizeof(v)));
+    }
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_messages_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_inflight_messages gauge\n"));
+    free(text);
+}
+END_TEST
+
+START_TEST(test_histogram_cumulative)
+{
+    dd_stats_t s;
+    char *text, series[64];
+
+    memset(&s, 0, sizeof(s));
+    s.batch_buckets[0] = 2;                    /* <= 0.001 */
+    s.batch_buckets[3] = 5;                    /* <= 0.01 */
+    s.batch_buckets[DD_BATCH_BUCKETS - 1] = 1; /* > 2.5 */
+    s.batch_seconds_sum = 4.25;
+    text = render(&s, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_batch_seconds histogram\n"));
+    ck_sample_eq(text, "dedupd_batch_seconds_bucket{le=\"0.001\"}", "2");
+    ck_sample_eq(text, "dedupd_batch_seconds_bucket{le=\"0.005\"}", "2");
+    ck_sample_eq(text, "dedupd_batch_seconds_bucket{le=\"0.01\"}", "7");
+    ck_sample_eq(text, "dedupd_batch_seconds_bucket{le=\"2.5\"}", "7");
+    ck_sample_eq(text, "dedupd_batch_seconds_bucket{le=\"+Inf\"}", "8");
+    ck_sample_eq(text, "dedupd_batch_seconds_count", "8");
+    ck_sample_eq(text, "dedupd_batch_seconds_sum", "4.250000");
+    /* one bucket line per bound, plus +Inf */
+    for (int i = 0; i < DD_BATCH_BUCKETS - 1; i++) {
+        char v[64];
+        snprintf(series, sizeof(series), "dedupd_batch_seconds_bucket{le=\"%g\"}",
+                 dd_batch_bucket_bounds[i]);
+        ck_assert_ptr_nonnull(sample(text, series, v, sizeof(v)));
+    }
+    free(text);
+}
+END_TEST
+
+START_TEST(test_lag_labels)
+{
+    dd_stats_t s;
+    dd_lag_t lags[3];
+    char *text, v[64];
+
+    memset(&s, 0, sizeof(s));
+    memset(lags, 0, sizeof(lags));
+    snprintf(lags[0].topic, sizeof(lags[0].topic), "payments");
+    lags[0].partition = 0;
+    lags[0].lag = 17;
+    snprintf(lags[1].topic, sizeof(lags[1].topic), "we\"ird\\t\nopic");
+    lags[1].partition = 12;
+    lags[1].lag = 0;
+    snprintf(lags[2].topic, sizeof(lags[2].topic), "payments");
+    lags[2].partition = 1;
+    lags[2].lag = -1; /* unknown: left out */
+    text = render(&s, lags, 3);
+    ck_sample_eq(text, "dedupd_consumer_lag{topic=\"payments\",partition=\"0\"}", "17");
+    ck_sample_eq(text, "dedupd_consumer_lag{topic=\"we\\\"ird\\\\t\\nopic\",partition=\"12\"}",
+                 "0");
+    ck_assert_ptr_null(
+        sample(text, "dedupd_consumer_lag{topic=\"payments\",partition=\"1\"}", v, sizeof(v)));
+    free(text);
+}
+END_TEST
+
+/* Every line is a comment (# HELP / # TYPE) or "name[{labels}] value". */
+START_TEST(test_lines_well_formed)
+{
+    dd_stats_t s;
+    dd_lag_t lag = {.topic = "t", .partition = 0, .lag = 5};
+    char *text, *line, *save = NULL;
+    int samples = 0;
+
+    memset(&s, 0, sizeof(s));
+    text = render(&s, &lag, 1);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        const char *sp;
+        char *end;
+        if (strncmp(line, "# HELP dedupd_", 14) == 0 || strncmp(line, "# TYPE dedupd_", 14) == 0)
+            continue;
+        ck_assert_msg(strncmp(line, "dedupd_", 7) == 0, "bad line: %s", line);
+        sp = strrchr(line, ' ');
+        ck_assert_msg(sp != NULL, "no value: %s", line);
+        strtod(sp + 1, &end);
+        ck_assert_msg(*end == '\0' && end != sp + 1, "bad value: %s", line);
+        samples++;
+    }
+    ck_assert_int_ge(samples, 30);
+    free(text);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics");
+    TCase *tc = tcase_create("render");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, test_counters_exact);
+    tcase_add_test(tc, test_histogram_cumulative);
+    tcase_add_test(tc, test_lag_labels);
+    tcase_add_test(tc, test_lines_well_formed);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
