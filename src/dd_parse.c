@@ -11,8 +11,7 @@
 static int dd_parse_only_space(const char *p, const char *end)
 {
     for (; p && p < end; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-            return 0;
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') return 0;
     return 1;
 }
 
@@ -41,8 +40,7 @@ static cJSON *dd_parse_json(const void *payload, size_t len, char *errstr, size_
     if (!json) {
         const char *at = cJSON_GetErrorPtr();
         long pos = at ? (long)(at - text) : -1;
-        if (pos < 0 || (size_t)pos > len)
-            pos = -1;
+        if (pos < 0 || (size_t)pos > len) pos = -1;
         dd_errstr_set(errstr, errstr_size, "invalid JSON near byte %ld", pos);
     }
     return json;

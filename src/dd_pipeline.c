@@ -38,7 +38,7 @@ struct dd_pipeline_s {
     int lat_pending;
     dd_item_t *spare; /* finished items kept for reuse (see dd_item_recycle) */
     int spare_cnt;
-    int assigned_once;    /* a first assignment arrived */
+    int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
     dd_item_t *dlq_retry; /* dead letters to send again */
     dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under sh.mu */
     size_t lag_cnt, lag_cap;
@@ -381,7 +381,7 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
                p->topic, (int)p->partition, (long long)next, (long long)pt->end_offset);
     }
     rd_kafka_topic_partition_list_destroy(committed);
-    pl->assigned_once = 1;
+    pl->assignment_live = 1;
 }
 
 static uint64_t dd_pipeline_inflight_of(dd_pipeline_t *pl,
@@ -418,6 +418,9 @@ static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition
         if (pt)
             dd_ptrack_reset(pt, 0, -1); /* results still in flight are ignored */
     }
+    /* A rejoin follows (an assign, maybe empty): until then "every assigned
+     * partition is at its end" would be true of nothing at all. */
+    pl->assignment_live = 0;
 }
 
 static void dd_pipeline_rebalance(void *arg, int assign,
@@ -479,7 +482,7 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
 
 static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
 {
-    if (!pl->assigned_once)
+    if (!pl->assignment_live)
         return 0;
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);

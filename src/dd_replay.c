@@ -69,8 +69,8 @@ typedef enum {
     DD_RA_CNT
 } dd_replay_apply_t;
 
-static const char *const dd_replay_apply_names[DD_RA_CNT] = {"none", "repaired",
-                                                             "already_applied", "failed"};
+static const char *const dd_replay_apply_names[DD_RA_CNT] = {"none", "repaired", "already_applied",
+                                                             "failed"};
 
 static const char *const dd_replay_row_names[3] = {"processing", "applied", "failed"};
 
@@ -164,8 +164,7 @@ static int dd_replay_digits(const char **p, int n, int *out)
     int v = 0;
 
     for (int i = 0; i < n; i++, (*p)++) {
-        if (!isdigit((unsigned char)**p))
-            return -1;
+        if (!isdigit((unsigned char)**p)) return -1;
         v = v * 10 + (**p - '0');
     }
     *out = v;
@@ -200,19 +199,13 @@ static int32_t dd_replay_zone(const char *p)
 {
     int hh, mm = 0, sign;
 
-    if (p[0] == 'Z' && p[1] == '\0')
-        return 0;
-    if (*p != '+' && *p != '-')
-        return INT32_MIN;
+    if (p[0] == 'Z' && p[1] == '\0') return 0;
+    if (*p != '+' && *p != '-') return INT32_MIN;
     sign = *p++ == '-' ? -1 : 1;
-    if (dd_replay_digits(&p, 2, &hh))
-        return INT32_MIN;
-    if (*p == ':')
-        p++;
-    if (*p && dd_replay_digits(&p, 2, &mm))
-        return INT32_MIN;
-    if (*p || hh > 23 || mm > 59)
-        return INT32_MIN;
+    if (dd_replay_digits(&p, 2, &hh)) return INT32_MIN;
+    if (*p == ':') p++;
+    if (*p && dd_replay_digits(&p, 2, &mm)) return INT32_MIN;
+    if (*p || hh > 23 || mm > 59) return INT32_MIN;
     return sign * (hh * 60 + mm);
 }
 
@@ -223,27 +216,23 @@ static int dd_replay_time_parse(const char *s, int64_t *ms)
     int y, mo, d, h, mi, sec = 0, frac = 0, scale = 1000;
     int32_t zone;
 
-    if (dd_replay_digits(&p, 4, &y) || *p++ != '-' || dd_replay_digits(&p, 2, &mo) ||
-        *p++ != '-' || dd_replay_digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
+    if (dd_replay_digits(&p, 4, &y) || *p++ != '-' || dd_replay_digits(&p, 2, &mo) || *p++ != '-' ||
+        dd_replay_digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
         return -1;
     p++;
-    if (dd_replay_digits(&p, 2, &h) || *p++ != ':' || dd_replay_digits(&p, 2, &mi))
-        return -1;
+    if (dd_replay_digits(&p, 2, &h) || *p++ != ':' || dd_replay_digits(&p, 2, &mi)) return -1;
     if (*p == ':') {
         p++;
-        if (dd_replay_digits(&p, 2, &sec))
-            return -1;
+        if (dd_replay_digits(&p, 2, &sec)) return -1;
         if (*p == '.' || *p == ',') {
-            if (!isdigit((unsigned char)*++p))
-                return -1;
+            if (!isdigit((unsigned char)*++p)) return -1;
             for (; isdigit((unsigned char)*p); p++)
-                if (scale > 1)
-                    frac = frac * 10 + (*p - '0'), scale /= 10;
+                if (scale > 1) frac = frac * 10 + (*p - '0'), scale /= 10;
             frac *= scale;
         }
     }
-    if (mo < 1 || mo > 12 || d < 1 || d > dd_replay_mdays(y, mo) || h > 23 || mi > 59 ||
-        sec > 59 || (zone = dd_replay_zone(p)) == INT32_MIN)
+    if (mo < 1 || mo > 12 || d < 1 || d > dd_replay_mdays(y, mo) || h > 23 || mi > 59 || sec > 59 ||
+        (zone = dd_replay_zone(p)) == INT32_MIN)
         return -1;
     *ms = ((dd_replay_days(y, mo, d) * 24 + h) * 60 + mi - zone) * 60000LL + sec * 1000LL + frac;
     return 0;
@@ -261,8 +250,7 @@ int dd_replay_pos_parse(const char *s, int64_t now_ms, dd_replay_pos_t *pos, cha
         return DD_OK;
     }
     if (s[0] == '-') {
-        if (dd_conf_parse_duration_ms(s + 1, &ms) != 0 || ms <= 0)
-            goto bad;
+        if (dd_conf_parse_duration_ms(s + 1, &ms) != 0 || ms <= 0) goto bad;
         pos->kind = DD_REPLAY_POS_TIME;
         pos->value = now_ms - ms;
         return DD_OK;
@@ -270,8 +258,7 @@ int dd_replay_pos_parse(const char *s, int64_t now_ms, dd_replay_pos_t *pos, cha
     if (isdigit((unsigned char)s[0]) && strspn(s, "0123456789") == strlen(s)) {
         errno = 0;
         pos->value = strtoll(s, &end, 10);
-        if (errno)
-            goto bad;
+        if (errno) goto bad;
         pos->kind = DD_REPLAY_POS_OFFSET;
         return DD_OK;
     }
@@ -300,15 +287,12 @@ static int dd_replay_part_item(const char *s, size_t len, long *lo, long *hi)
 {
     char buf[32], *end;
 
-    if (len == 0 || len >= sizeof(buf))
-        return -1;
+    if (len == 0 || len >= sizeof(buf)) return -1;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    if (!isdigit((unsigned char)buf[0]))
-        return -1;
+    if (!isdigit((unsigned char)buf[0])) return -1;
     *lo = *hi = strtol(buf, &end, 10);
-    if (*end == '-' && isdigit((unsigned char)end[1]))
-        *hi = strtol(end + 1, &end, 10);
+    if (*end == '-' && isdigit((unsigned char)end[1])) *hi = strtol(end + 1, &end, 10);
     return *end || *lo > *hi || *hi > 100000 ? -1 : 0;
 }
 
@@ -341,15 +325,13 @@ int dd_replay_partitions_parse(const char *s, int32_t **partsp, int *cntp, char 
             }
             parts[cnt++] = (int32_t)i;
         }
-        if (p[len] == '\0')
-            break;
+        if (p[len] == '\0') break;
         p += len + 1;
     }
     qsort(parts, (size_t)cnt, sizeof(*parts), dd_replay_i32cmp);
     int u = 0;
     for (int i = 0; i < cnt; i++)
-        if (u == 0 || parts[u - 1] != parts[i])
-            parts[u++] = parts[i];
+        if (u == 0 || parts[u - 1] != parts[i]) parts[u++] = parts[i];
     *partsp = parts;
     *cntp = u;
     parts = NULL;
@@ -360,21 +342,22 @@ out:
 
 static void dd_replay_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: dedupd replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
-            "                     [--topic T]... [--partitions 0,2,4-7] [--apply]\n"
-            "                     [--report FILE] [--format json|csv] [--orphans]\n"
-            "\n"
-            "Reads [--from, --to) of each partition (assign, no group, no commits) and\n"
-            "compares every message's business key and request hash with the dedup table.\n"
-            "TIME: ISO-8601 with a zone (2026-11-29T10:00:00Z) or back from now (-2h, -30m).\n"
-            "OFFSET applies to every partition; --to is exclusive and defaults to the end\n"
-            "offsets when replay starts. --topic defaults to the configured topics.\n"
-            "  --apply     run missing keys (and failed ones when dedup.retry_failed) through\n"
-            "              the claim + handler transaction; report-only without it\n"
-            "  --orphans   also list dedup rows first seen in the range whose key is not in it\n"
-            "  --report    write the report to FILE instead of stdout\n"
-            "Exit: 0 report written (see its summary), 1 error or interrupted, 2 usage.\n");
+    fprintf(
+        out,
+        "usage: dedupd replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
+        "                     [--topic T]... [--partitions 0,2,4-7] [--apply]\n"
+        "                     [--report FILE] [--format json|csv] [--orphans]\n"
+        "\n"
+        "Reads [--from, --to) of each partition (assign, no group, no commits) and\n"
+        "compares every message's business key and request hash with the dedup table.\n"
+        "TIME: ISO-8601 with a zone (2026-11-29T10:00:00Z) or back from now (-2h, -30m).\n"
+        "OFFSET applies to every partition; --to is exclusive and defaults to the end\n"
+        "offsets when replay starts. --topic defaults to the configured topics.\n"
+        "  --apply     run missing keys (and failed ones when dedup.retry_failed) through\n"
+        "              the claim + handler transaction; report-only without it\n"
+        "  --orphans   also list dedup rows first seen in the range whose key is not in it\n"
+        "  --report    write the report to FILE instead of stdout\n"
+        "Exit: 0 report written (see its summary), 1 error or interrupted, 2 usage.\n");
 }
 
 static int dd_replay_add_topics(dd_replay_args_t *args, char *list)
@@ -401,15 +384,13 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
     case 't':
         if (dd_replay_pos_parse(arg, now, c == 'f' ? &args->from : &args->to, err, sizeof(err)))
             break;
-        if (c == 'f')
-            *have_from = 1;
+        if (c == 'f') *have_from = 1;
         return 0;
     case 'T':
         return dd_replay_add_topics(args, arg);
     case 'p':
         free(args->parts);
-        if (dd_replay_partitions_parse(arg, &args->parts, &args->part_cnt, err, sizeof(err)))
-            break;
+        if (dd_replay_partitions_parse(arg, &args->parts, &args->part_cnt, err, sizeof(err))) break;
         return 0;
     case 'a':
         args->apply = 1;
@@ -437,13 +418,17 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
 /* Returns 0, 2 (usage error, printed) or -1 (--help printed). */
 static int dd_replay_args(dd_replay_args_t *args, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"from", required_argument, NULL, 'f'},
-        {"to", required_argument, NULL, 't'},     {"topic", required_argument, NULL, 'T'},
-        {"partitions", required_argument, NULL, 'p'}, {"apply", no_argument, NULL, 'a'},
-        {"orphans", no_argument, NULL, 'o'},      {"report", required_argument, NULL, 'r'},
-        {"format", required_argument, NULL, 'F'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"from", required_argument, NULL, 'f'},
+                                         {"to", required_argument, NULL, 't'},
+                                         {"topic", required_argument, NULL, 'T'},
+                                         {"partitions", required_argument, NULL, 'p'},
+                                         {"apply", no_argument, NULL, 'a'},
+                                         {"orphans", no_argument, NULL, 'o'},
+                                         {"report", required_argument, NULL, 'r'},
+                                         {"format", required_argument, NULL, 'F'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     struct timespec ts;
     int c, rc, have_from = 0;
     int64_t now;
@@ -457,8 +442,7 @@ static int dd_replay_args(dd_replay_args_t *args, int argc, char **argv)
             dd_replay_usage(stdout);
             return -1;
         }
-        if ((rc = dd_replay_opt(args, c, optarg, &have_from, now)) != 0)
-            return rc;
+        if ((rc = dd_replay_opt(args, c, optarg, &have_from, now)) != 0) return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "dedupd replay: unexpected argument '%s'\n", argv[optind]);
@@ -476,12 +460,14 @@ static int dd_replay_args(dd_replay_args_t *args, int argc, char **argv)
 
 static void dd_replay_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    dd_log(level <= 3 ? DD_LOG_ERROR : level <= 4 ? DD_LOG_WARN : DD_LOG_DEBUG,
+    dd_log(level <= 3   ? DD_LOG_ERROR
+           : level <= 4 ? DD_LOG_WARN
+                        : DD_LOG_DEBUG,
            "librdkafka replay consumer %s: %s", fac, buf);
 }
 
-static int dd_replay_kset(rd_kafka_conf_t *kconf, const char *name, const char *value,
-                          char *errstr, size_t errstr_size)
+static int dd_replay_kset(rd_kafka_conf_t *kconf, const char *name, const char *value, char *errstr,
+                          size_t errstr_size)
 {
     char err[512];
 
@@ -498,25 +484,24 @@ static int dd_replay_kset(rd_kafka_conf_t *kconf, const char *name, const char *
 static int dd_replay_kafka_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *errstr,
                                 size_t errstr_size)
 {
-    static const char *const fixed[][2] = {
-        {"enable.auto.commit", "false"},     {"enable.auto.offset.store", "false"},
-        {"enable.partition.eof", "true"},    {"auto.offset.reset", "earliest"}};
+    static const char *const fixed[][2] = {{"enable.auto.commit", "false"},
+                                           {"enable.auto.offset.store", "false"},
+                                           {"enable.partition.eof", "true"},
+                                           {"auto.offset.reset", "earliest"}};
     char group[300];
     int rc = DD_OK;
 
     for (int i = 0; !rc && i < conf->kafka.property_cnt; i++) {
         char name[256];
         const char *p = conf->kafka.properties[i], *eq = strchr(p, '=');
-        if (!eq)
-            continue;
+        if (!eq) continue;
         snprintf(name, sizeof(name), "%.*s", (int)(eq - p), p);
         rc = dd_replay_kset(kconf, name, eq + 1, errstr, errstr_size);
     }
     snprintf(group, sizeof(group), "%s.replay", conf->kafka.group);
     if (!rc)
         rc = dd_replay_kset(kconf, "bootstrap.servers", conf->kafka.brokers, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_kset(kconf, "group.id", group, errstr, errstr_size);
+    if (!rc) rc = dd_replay_kset(kconf, "group.id", group, errstr, errstr_size);
     for (size_t i = 0; !rc && i < DD_ARRAY_LEN(fixed); i++)
         rc = dd_replay_kset(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
     return rc;
@@ -553,19 +538,14 @@ static int dd_replay_partition_count(dd_replay_t *rp, const char *topic, int *cn
     for (int attempt = 0; attempt < 5; attempt++) {
         const struct rd_kafka_metadata *md = NULL;
         err = rd_kafka_metadata(rp->rk, 0, rkt, &md, DD_REPLAY_TIMEOUT_MS);
-        if (!err)
-            err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-        if (!err)
-            *cnt = md->topics[0].partition_cnt;
-        if (md)
-            rd_kafka_metadata_destroy(md);
-        if (!err || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-            break;
+        if (!err) err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+        if (!err) *cnt = md->topics[0].partition_cnt;
+        if (md) rd_kafka_metadata_destroy(md);
+        if (!err || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) break;
         dd_sleep_ms(500, &dd_replay_stop);
     }
     rd_kafka_topic_destroy(rkt);
-    if (err)
-        dd_errstr_set(errstr, errstr_size, "topic %s: %s", topic, rd_kafka_err2str(err));
+    if (err) dd_errstr_set(errstr, errstr_size, "topic %s: %s", topic, rd_kafka_err2str(err));
     return err ? DD_ERR_FATAL : DD_OK;
 }
 
@@ -573,8 +553,7 @@ static int dd_replay_part_add(dd_replay_t *rp, const char *topic, int32_t partit
 {
     dd_replay_part_t *np = realloc(rp->parts, (size_t)(rp->part_cnt + 1) * sizeof(*np));
 
-    if (!np)
-        return DD_ERR_NOMEM;
+    if (!np) return DD_ERR_NOMEM;
     rp->parts = np;
     memset(&np[rp->part_cnt], 0, sizeof(*np));
     np[rp->part_cnt].topic = topic;
@@ -653,8 +632,7 @@ static int64_t dd_replay_last_ts(dd_replay_t *rp, const dd_replay_part_t *pt)
         if (rkm && !rkm->err && rkm->partition == pt->partition &&
             !strcmp(rd_kafka_topic_name(rkm->rkt), pt->topic))
             ts = rd_kafka_message_timestamp(rkm, NULL);
-        if (rkm)
-            rd_kafka_message_destroy(rkm);
+        if (rkm) rd_kafka_message_destroy(rkm);
     }
     rd_kafka_assign(rp->rk, NULL);
     rd_kafka_topic_partition_list_destroy(list);
@@ -670,20 +648,19 @@ static int64_t dd_replay_time_none(dd_replay_t *rp, dd_replay_part_t *pt, int64_
 {
     int64_t last;
 
-    if (is_end || pt->high <= pt->low)
-        return pt->high;
+    if (is_end || pt->high <= pt->low) return pt->high;
     last = dd_replay_last_ts(rp, pt);
-    if (last >= 0 && last < ts)
-        return pt->high;
-    dd_log(DD_LOG_INFO, "%s [%d]: the broker did not look the time up; reading from offset "
-           "%lld and skipping older messages.", pt->topic, (int)pt->partition,
-           (long long)pt->low);
+    if (last >= 0 && last < ts) return pt->high;
+    dd_log(DD_LOG_INFO,
+           "%s [%d]: the broker did not look the time up; reading from offset "
+           "%lld and skipping older messages.",
+           pt->topic, (int)pt->partition, (long long)pt->low);
     return pt->low;
 }
 
 /* One end of every partition's range, from a position. */
-static int dd_replay_resolve(dd_replay_t *rp, const dd_replay_pos_t *pos, int is_end,
-                             char *errstr, size_t errstr_size)
+static int dd_replay_resolve(dd_replay_t *rp, const dd_replay_pos_t *pos, int is_end, char *errstr,
+                             size_t errstr_size)
 {
     int64_t *val = calloc((size_t)rp->part_cnt, sizeof(*val));
     int rc = val ? DD_OK : DD_ERR_NOMEM;
@@ -724,14 +701,11 @@ static int dd_replay_ranges(dd_replay_t *rp, char *errstr, size_t errstr_size)
             rc = DD_ERR_FATAL;
         }
     }
-    if (!rc)
-        rc = dd_replay_resolve(rp, &rp->args->from, 0, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_resolve(rp, &rp->args->to, 1, errstr, errstr_size);
+    if (!rc) rc = dd_replay_resolve(rp, &rp->args->from, 0, errstr, errstr_size);
+    if (!rc) rc = dd_replay_resolve(rp, &rp->args->to, 1, errstr, errstr_size);
     for (int i = 0; !rc && i < rp->part_cnt; i++) {
         dd_replay_part_t *pt = &rp->parts[i];
-        if (pt->end < pt->start)
-            pt->end = pt->start;
+        if (pt->end < pt->start) pt->end = pt->start;
         pt->pos = pt->start;
         pt->done = pt->start >= pt->end;
         rp->parts_left += !pt->done;
@@ -754,8 +728,7 @@ static int dd_replay_assign(dd_replay_t *rp, char *errstr, size_t errstr_size)
                 ->offset = rp->parts[i].start;
     err = rd_kafka_assign(rp->rk, list);
     rd_kafka_topic_partition_list_destroy(list);
-    if (err)
-        dd_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(err));
+    if (err) dd_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(err));
     return err ? DD_ERR_FATAL : DD_OK;
 }
 
@@ -771,8 +744,7 @@ static dd_replay_part_t *dd_replay_part_find(dd_replay_t *rp, const char *topic,
  * consumer stops fetching what replay would throw away. */
 static void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next)
 {
-    if (pt->done)
-        return;
+    if (pt->done) return;
     next = next > pt->end ? pt->end : next;
     if (next > pt->pos) {
         rp->progress += next - pt->pos;
@@ -846,8 +818,7 @@ static int dd_replay_keycmp(const char *a, size_t alen, const char *b, size_t bl
 }
 
 /* The batch's key of a result row (binary search: uk is sorted by key). */
-static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const char *key,
-                                             size_t len)
+static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const char *key, size_t len)
 {
     size_t lo = 0, hi = u;
 
@@ -855,8 +826,7 @@ static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const ch
         size_t mid = (lo + hi) / 2;
         dd_item_t *it = rp->uk[mid].first;
         int c = dd_replay_keycmp(it->key, it->key_len, key, len);
-        if (c == 0)
-            return &rp->uk[mid];
+        if (c == 0) return &rp->uk[mid];
         if (c < 0)
             lo = mid + 1;
         else
@@ -871,10 +841,8 @@ static void dd_replay_in_list(dd_replay_t *rp, size_t u, int only_new)
 
     dd_buf_puts(&rp->sql, " WHERE biz_key IN (");
     for (size_t i = 0; i < u; i++) {
-        if (only_new && rp->uk[i].seen)
-            continue;
-        if (!first)
-            dd_buf_puts(&rp->sql, ",");
+        if (only_new && rp->uk[i].seen) continue;
+        if (!first) dd_buf_puts(&rp->sql, ",");
         dd_buf_hex(&rp->sql, rp->uk[i].first->key, rp->uk[i].first->key_len);
         first = 0;
     }
@@ -891,8 +859,7 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t u, char *errstr, size_t
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "SELECT biz_key, msg_hash FROM dd_replay_key");
     dd_replay_in_list(rp, u, 0);
-    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size)))
-        return DD_ERR_FATAL;
+    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_ukey_t *k = dd_replay_ukey_find(rp, u, row[0], len[0]);
@@ -914,22 +881,18 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t u, char *errstr, size_t
 
     for (size_t i = 0; i < u; i++)
         fresh += !rp->uk[i].seen;
-    if (fresh == 0)
-        return DD_OK;
+    if (fresh == 0) return DD_OK;
     dd_buf_reset(&rp->sql);
     dd_buf_printf(&rp->sql, "SELECT biz_key, request_hash, status, error FROM `%s`",
                   rp->conf->dedup.table);
     dd_replay_in_list(rp, u, 1);
-    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size)))
-        return DD_ERR_FATAL;
+    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_ukey_t *k = dd_replay_ukey_find(rp, u, row[0], len[0]);
-        if (!k || k->seen)
-            continue;
+        if (!k || k->seen) continue;
         k->has_row = 1;
-        if (len[1] == DD_HASH_LEN)
-            memcpy(k->row_hash, row[1], DD_HASH_LEN);
+        if (len[1] == DD_HASH_LEN) memcpy(k->row_hash, row[1], DD_HASH_LEN);
         k->row_status = atoi(row[2]);
         snprintf(k->row_error, sizeof(k->row_error), "%s", row[3] ? row[3] : "");
     }
@@ -941,11 +904,9 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t u, char *errstr, size_t
 
 static void dd_replay_item_free(dd_item_t *item)
 {
-    if (!item)
-        return;
+    if (!item) return;
     cJSON_Delete(item->json);
-    if (item->rkm)
-        rd_kafka_message_destroy(item->rkm);
+    if (item->rkm) rd_kafka_message_destroy(item->rkm);
     free(item->response);
     free(item);
 }
@@ -965,8 +926,7 @@ static size_t dd_replay_group(dd_replay_t *rp)
     size_t g = 0, u = 0;
 
     for (size_t i = 0; i < rp->n; i++)
-        if (rp->batch[i]->outcome != DD_OUT_DLQ)
-            rp->sorted[g++] = rp->batch[i];
+        if (rp->batch[i]->outcome != DD_OUT_DLQ) rp->sorted[g++] = rp->batch[i];
     qsort(rp->sorted, g, sizeof(*rp->sorted), dd_replay_item_cmp);
     for (size_t i = 0; i < g; i++) {
         dd_item_t *it = rp->sorted[i];
@@ -993,8 +953,7 @@ static dd_replay_status_t dd_replay_judge(const dd_replay_ukey_t *k, const char 
         *reason = "hash_differs";
         return DD_RS_CONFLICT;
     }
-    if (k->row_status == DD_ROW_APPLIED)
-        return DD_RS_APPLIED;
+    if (k->row_status == DD_ROW_APPLIED) return DD_RS_APPLIED;
     if (k->row_status == DD_ROW_FAILED) {
         *reason = "rejected";
         return DD_RS_FAILED;
@@ -1031,8 +990,7 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
         dd_replay_ukey_t *k = &rp->uk[i];
         const char *reason;
         dd_replay_status_t st;
-        if (k->seen)
-            continue;
+        if (k->seen) continue;
         st = dd_replay_judge(k, &reason);
         rp->sum.keys++;
         rp->sum.status[st]++;
@@ -1108,8 +1066,7 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
     return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
 }
 
-static int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr,
-                                size_t errstr_size);
+static int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, size_t errstr_size);
 
 /* Hands the first message of each key that needs repair to the lane; frees
  * the rest of the batch. */
@@ -1121,8 +1078,7 @@ static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t er
         dd_replay_ukey_t *k = &rp->uk[i];
         const char *reason;
         dd_replay_status_t st;
-        if (k->seen)
-            continue;
+        if (k->seen) continue;
         st = dd_replay_judge(k, &reason);
         if (st == DD_RS_MISSING || (st == DD_RS_FAILED && rp->conf->dedup.retry_failed)) {
             rp->batch[k->first->seq] = NULL;
@@ -1143,17 +1099,12 @@ static int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
     size_t u;
     int rc = DD_OK;
 
-    if (rp->n == 0)
-        return DD_OK;
+    if (rp->n == 0) return DD_OK;
     u = dd_replay_group(rp);
-    if (u > 0)
-        rc = dd_replay_lookup_seen(rp, u, errstr, errstr_size);
-    if (!rc && u > 0)
-        rc = dd_replay_lookup_rows(rp, u, errstr, errstr_size);
-    if (!rc && u > 0)
-        rc = dd_replay_record_keys(rp, u, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_record_events(rp, errstr, errstr_size);
+    if (u > 0) rc = dd_replay_lookup_seen(rp, u, errstr, errstr_size);
+    if (!rc && u > 0) rc = dd_replay_lookup_rows(rp, u, errstr, errstr_size);
+    if (!rc && u > 0) rc = dd_replay_record_keys(rp, u, errstr, errstr_size);
+    if (!rc) rc = dd_replay_record_events(rp, errstr, errstr_size);
     if (rc) {
         u = 0; /* nothing goes to the lane after a failed lookup */
         rp->args->apply = 0;
@@ -1197,8 +1148,7 @@ static int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_si
     int rc;
 
     rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     pthread_mutex_init(&rp->sh.mu, NULL);
     pthread_cond_init(&rp->sh.cv, NULL);
     rp->sh_ready = 1;
@@ -1226,18 +1176,15 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
     dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE biz_key IN (",
                   DD_RA_REPAIRED);
     for (dd_item_t *it = list; it; it = it->next) {
-        if (it->outcome != DD_OUT_APPLIED)
-            continue;
+        if (it->outcome != DD_OUT_APPLIED) continue;
         dd_buf_puts(&rp->sql, any++ ? "," : "");
         dd_buf_hex(&rp->sql, it->key, it->key_len);
     }
     dd_buf_puts(&rp->sql, ")");
-    if (any)
-        rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
+    if (any) rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
     for (dd_item_t *it = list; !rc && it; it = it->next) {
         int failed = it->outcome != DD_OUT_APPLIED && it->outcome != DD_OUT_DUPLICATE;
-        if (it->outcome == DD_OUT_APPLIED)
-            continue;
+        if (it->outcome == DD_OUT_APPLIED) continue;
         dd_buf_reset(&rp->sql);
         dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d, outcome_error = ",
                       failed ? DD_RA_FAILED : DD_RA_ALREADY_APPLIED);
@@ -1294,8 +1241,7 @@ static int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, siz
     return rc;
 }
 
-static int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr,
-                                size_t errstr_size)
+static int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, size_t errstr_size)
 {
     int rc = DD_OK;
 
@@ -1313,8 +1259,7 @@ static int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_s
     dd_item_t *leftover = NULL, *next;
     int rc = DD_OK;
 
-    if (!rp->lane)
-        return DD_OK;
+    if (!rp->lane) return DD_OK;
     rp->sh.stop_soft = 1;
     /* After SIGINT/SIGTERM only the transaction under way is finished. */
     while (!rc && rp->pending > 0 && !dd_replay_stop)
@@ -1322,8 +1267,7 @@ static int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_s
     rp->sh.stop_hard = 1;
     dd_lane_join(rp->lane, &leftover);
     rp->lane = NULL;
-    if (!rc)
-        rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size); /* the last transaction */
+    if (!rc) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size); /* the last transaction */
     for (; leftover; leftover = next) {
         next = leftover->next;
         rp->pending--;
@@ -1365,8 +1309,7 @@ static void dd_replay_json_str(FILE *out, const char *s, size_t n)
 
 static void dd_replay_json_field(FILE *out, const char *name, const char *v, int number)
 {
-    if (!v)
-        return;
+    if (!v) return;
     fprintf(out, ",\"%s\":", name);
     if (number)
         fputs(v, out);
@@ -1411,8 +1354,7 @@ static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
     if (v && strcspn(v, ",\"\r\n") < n) {
         fputc('"', out);
         for (size_t i = 0; i < n; i++) {
-            if (v[i] == '"')
-                fputc('"', out);
+            if (v[i] == '"') fputc('"', out);
             fputc(v[i], out);
         }
         fputc('"', out);
@@ -1467,16 +1409,22 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
                   "SELECT %s, outcome, outcome_error FROM dd_replay_key WHERE status <> %d "
                   "UNION ALL SELECT %s, 0, NULL FROM dd_replay_event ORDER BY 3, 4, 5",
                   cols, DD_RS_APPLIED, cols);
-    if (!(res = dd_replay_query(rp, 1, errstr, errstr_size)))
-        return DD_ERR_FATAL;
+    if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         int outcome = atoi(row[9]);
         dd_replay_entry_t e = {
             .status = dd_replay_name(dd_replay_status_names, DD_RS_CNT, row[0]),
-            .reason = row[1], .topic = row[2], .partition = row[3], .offset = row[4],
-            .key = row[5], .key_len = len[5], .hash = row[6], .stored_hash = row[7],
-            .detail = row[8], .apply_error = row[10],
+            .reason = row[1],
+            .topic = row[2],
+            .partition = row[3],
+            .offset = row[4],
+            .key = row[5],
+            .key_len = len[5],
+            .hash = row[6],
+            .stored_hash = row[7],
+            .detail = row[8],
+            .apply_error = row[10],
             .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[9]) : NULL,
         };
         if (rp->args->csv)
@@ -1509,24 +1457,21 @@ static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_s
                   rp->conf->dedup.table);
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
-        if (pt->start >= pt->end)
-            continue;
+        if (pt->start >= pt->end) continue;
         dd_buf_puts(&rp->sql, " OR (d.topic = ");
         dd_buf_quote(&rp->sql, mysql, pt->topic, strlen(pt->topic));
-        dd_buf_printf(&rp->sql, " AND d.kpartition = %d AND d.koffset >= %lld AND d.koffset < %lld)",
+        dd_buf_printf(&rp->sql,
+                      " AND d.kpartition = %d AND d.koffset >= %lld AND d.koffset < %lld)",
                       (int)pt->partition, (long long)pt->start, (long long)pt->end);
         any = 1;
     }
     dd_buf_puts(&rp->sql, any ? ")" : ") AND FALSE");
     rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "SELECT COUNT(*) FROM dd_replay_orphan");
-    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size)))
-        return DD_ERR_FATAL;
-    if ((row = mysql_fetch_row(res)))
-        rp->sum.orphans = strtoull(row[0], NULL, 10);
+    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
+    if ((row = mysql_fetch_row(res))) rp->sum.orphans = strtoull(row[0], NULL, 10);
     mysql_free_result(res);
     return DD_OK;
 }
@@ -1541,15 +1486,20 @@ static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, siz
     dd_buf_puts(&rp->sql, "SELECT biz_key, topic, kpartition, koffset, status, "
                           "LOWER(HEX(request_hash)), created_at FROM dd_replay_orphan "
                           "ORDER BY topic, kpartition, koffset");
-    if (!(res = dd_replay_query(rp, 1, errstr, errstr_size)))
-        return DD_ERR_FATAL;
+    if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_entry_t e = {
-            .status = "orphan", .reason = "key_not_in_range", .key = row[0],
-            .key_len = len[0], .topic = row[1], .partition = row[2], .offset = row[3],
+            .status = "orphan",
+            .reason = "key_not_in_range",
+            .key = row[0],
+            .key_len = len[0],
+            .topic = row[1],
+            .partition = row[2],
+            .offset = row[3],
             .row_status = dd_replay_name(dd_replay_row_names, 3, row[4]),
-            .stored_hash = row[5], .created_at = row[6],
+            .stored_hash = row[5],
+            .created_at = row[6],
         };
         if (rp->args->csv)
             dd_replay_csv_entry(out, &e);
@@ -1585,8 +1535,7 @@ static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
         kv[n++] = (dd_replay_kv_t){"already_applied", s->apply[DD_RA_ALREADY_APPLIED]};
         kv[n++] = (dd_replay_kv_t){"apply_failed", s->apply[DD_RA_FAILED]};
     }
-    if (rp->args->orphans)
-        kv[n++] = (dd_replay_kv_t){"orphans", s->orphans};
+    if (rp->args->orphans) kv[n++] = (dd_replay_kv_t){"orphans", s->orphans};
     return n;
 }
 
@@ -1607,8 +1556,7 @@ static void dd_replay_write_head(dd_replay_t *rp, FILE *out, int complete)
         fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
         dd_replay_json_str(out, pt->topic, strlen(pt->topic));
         fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld}",
-                (int)pt->partition, (long long)pt->start, (long long)pt->end,
-                (long long)pt->pos);
+                (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
     }
     fputs("\n  ],\n  \"entries\": [", out);
 }
@@ -1618,8 +1566,7 @@ static void dd_replay_write_trailer(dd_replay_t *rp, FILE *out, int complete)
     dd_replay_kv_t kv[DD_REPLAY_KV_MAX];
     size_t n = dd_replay_kvs(rp, kv);
 
-    fprintf(out, "# summary mode=%s complete=%d", rp->args->apply ? "apply" : "report",
-            complete);
+    fprintf(out, "# summary mode=%s complete=%d", rp->args->apply ? "apply" : "report", complete);
     for (size_t i = 0; i < n; i++)
         fprintf(out, " %s=%llu", kv[i].name, (unsigned long long)kv[i].value);
     fputc('\n', out);
@@ -1639,10 +1586,8 @@ static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errst
     else
         dd_replay_write_head(rp, out, complete);
     rc = dd_replay_write_entries(rp, out, errstr, errstr_size);
-    if (!rc && rp->args->orphans && !rp->args->csv)
-        fputs("\n  ],\n  \"orphans\": [", out);
-    if (!rc && rp->args->orphans)
-        rc = dd_replay_write_orphans(rp, out, errstr, errstr_size);
+    if (!rc && rp->args->orphans && !rp->args->csv) fputs("\n  ],\n  \"orphans\": [", out);
+    if (!rc && rp->args->orphans) rc = dd_replay_write_orphans(rp, out, errstr, errstr_size);
     if (rp->args->csv)
         dd_replay_write_trailer(rp, out, complete);
     else
@@ -1660,10 +1605,8 @@ static int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t 
         dd_errstr_set(errstr, errstr_size, "cannot write %s: %s", path, strerror(errno));
         return DD_ERR_IO;
     }
-    if (rp->args->orphans)
-        rc = dd_replay_find_orphans(rp, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_write(rp, out, complete, errstr, errstr_size);
+    if (rp->args->orphans) rc = dd_replay_find_orphans(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_write(rp, out, complete, errstr, errstr_size);
     if (fflush(out) != 0 || ferror(out)) {
         if (!rc)
             dd_errstr_set(errstr, errstr_size, "writing %s: %s", path ? path : "stdout",
@@ -1684,8 +1627,7 @@ static void dd_replay_progress(dd_replay_t *rp, int final)
     int64_t now = dd_now_ms(), left = rp->total - rp->progress;
     double secs, rate;
 
-    if (!rp->tty || (!final && now - rp->progress_ms < 250))
-        return;
+    if (!rp->tty || (!final && now - rp->progress_ms < 250)) return;
     rp->progress_ms = now;
     if (final) {
         fputs("\r\033[K", stderr);
@@ -1712,8 +1654,8 @@ static void dd_replay_print_summary(dd_replay_t *rp, int complete)
             rp->args->apply ? "apply" : "report only", complete ? "" : ", INTERRUPTED",
             rp->part_cnt, secs);
     for (size_t i = 0; i < n; i++) {
-        int sub = i >= 2 + (DD_RS_CNT - 1) &&
-                  i < 2 + (DD_RS_CNT - 1) + (DD_REASON_PAYLOAD_TOO_LARGE + 1);
+        int sub =
+            i >= 2 + (DD_RS_CNT - 1) && i < 2 + (DD_RS_CNT - 1) + (DD_REASON_PAYLOAD_TOO_LARGE + 1);
         if (sub && kv[i].value == 0)
             continue; /* bad-message breakdown: only the reasons that occurred */
         fprintf(stderr, "  %s%-*s %12llu\n", sub ? "  " : "", sub ? 16 : 18, kv[i].name,
@@ -1736,8 +1678,7 @@ static int dd_replay_in_time(dd_replay_t *rp, dd_replay_part_t *pt, rd_kafka_mes
         return 0;
     }
     dd_replay_advance(rp, pt, rkm->offset + 1);
-    if (pt->from_ts < 0)
-        return 1;
+    if (pt->from_ts < 0) return 1;
     if (ts >= 0 && ts < pt->from_ts) {
         pt->start = rkm->offset + 1;
         return 0;
@@ -1762,8 +1703,7 @@ static int dd_replay_take(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr
     }
     if (!pt || pt->done || rkm->offset < pt->pos || rkm->offset >= pt->end ||
         !dd_replay_in_time(rp, pt, rkm)) {
-        if (pt && !pt->done && rkm->offset >= pt->end)
-            dd_replay_advance(rp, pt, pt->end);
+        if (pt && !pt->done && rkm->offset >= pt->end) dd_replay_advance(rp, pt, pt->end);
         rd_kafka_message_destroy(rkm);
         return DD_OK;
     }
@@ -1777,14 +1717,11 @@ static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
     rp->t0_ms = dd_now_ms();
     while (!rc && rp->parts_left > 0 && !dd_replay_stop) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rp->rk, 100);
-        if (rkm)
-            rc = dd_replay_take(rp, rkm, errstr, errstr_size);
-        if (!rc && rp->lane)
-            rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size);
+        if (rkm) rc = dd_replay_take(rp, rkm, errstr, errstr_size);
+        if (!rc && rp->lane) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size);
         dd_replay_progress(rp, 0);
     }
-    if (!rc)
-        rc = dd_replay_flush(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_flush(rp, errstr, errstr_size);
     dd_replay_progress(rp, 1);
     return rc;
 }
@@ -1795,33 +1732,23 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
     dd_conf_t *conf;
     int rc = dd_conf_load(&rp->conf, args->config, errstr, errstr_size);
 
-    if (rc)
-        return rc;
+    if (rc) return rc;
     conf = rp->conf;
     dd_log_setup((dd_log_level_t)conf->log.level, (dd_log_format_t)conf->log.format);
-    for (int i = 0; !args->topic_cnt && i < conf->kafka.topic_cnt && i < DD_REPLAY_MAX_TOPICS;
-         i++)
+    for (int i = 0; !args->topic_cnt && i < conf->kafka.topic_cnt && i < DD_REPLAY_MAX_TOPICS; i++)
         args->topics[i] = conf->kafka.topics[i];
-    if (!args->topic_cnt)
-        args->topic_cnt = conf->kafka.topic_cnt;
+    if (!args->topic_cnt) args->topic_cnt = conf->kafka.topic_cnt;
     rc = dd_key_tmpl_new(&rp->tmpl, conf->dedup.key, errstr, errstr_size);
     if (!rc)
         rc = dd_hash_spec_new(&rp->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
-    if (!rc)
-        rc = dd_db_open(&rp->db, conf, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_temp_tables(rp, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_kafka_new(rp, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_partitions(rp, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_ranges(rp, errstr, errstr_size);
-    if (!rc && args->apply)
-        rc = dd_replay_apply_start(rp, errstr, errstr_size);
-    if (!rc)
-        rc = dd_replay_assign(rp, errstr, errstr_size);
+    if (!rc) rc = dd_db_open(&rp->db, conf, errstr, errstr_size);
+    if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_ranges(rp, errstr, errstr_size);
+    if (!rc && args->apply) rc = dd_replay_apply_start(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_assign(rp, errstr, errstr_size);
     return rc;
 }
 
@@ -1839,8 +1766,7 @@ static void dd_replay_destroy(dd_replay_t *rp)
 {
     dd_item_t *leftover = NULL;
 
-    if (!rp)
-        return;
+    if (!rp) return;
     for (size_t i = 0; i < rp->n; i++)
         dd_replay_item_free(rp->batch[i]);
     if (rp->lane) {
@@ -1902,18 +1828,15 @@ int dd_replay_main(int argc, char **argv)
     rp->args = &args;
     rp->tty = isatty(2);
     rc = dd_replay_setup(rp, err, sizeof(err));
-    if (!rc)
-        rc = dd_replay_consume(rp, err, sizeof(err));
+    if (!rc) rc = dd_replay_consume(rp, err, sizeof(err));
     arc = dd_replay_apply_finish(rp, aerr, sizeof(aerr));
     if (!rc && arc) {
         rc = arc;
         snprintf(err, sizeof(err), "%s", aerr);
     }
     complete = !dd_replay_stop && rp->parts_left == 0;
-    if (!rc)
-        rc = dd_replay_report(rp, complete, err, sizeof(err));
-    if (!rc)
-        dd_replay_print_summary(rp, complete);
+    if (!rc) rc = dd_replay_report(rp, complete, err, sizeof(err));
+    if (!rc) dd_replay_print_summary(rp, complete);
     if (rc)
         fprintf(stderr, "dedupd replay: %s\n", err);
     else if (!complete)

@@ -1,0 +1,135 @@
+/*
+ * `dedupd replay` argument parsing: positions (offsets, ISO-8601 times with
+ * zones, durations back from now) and partition lists.
+ */
+#include <check.h>
+#include <stdlib.h>
+
+#include "dd_common.h"
+#include "dd_replay.h"
+
+#define NOW 1795946400000LL /* 2026-11-29T10:00:00Z */
+
+START_TEST(test_pos_words_and_offsets)
+{
+    dd_replay_pos_t pos;
+    char err[256];
+
+    ck_assert_int_eq(dd_replay_pos_parse("earliest", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.kind, DD_REPLAY_POS_EARLIEST);
+    ck_assert_int_eq(dd_replay_pos_parse("latest", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.kind, DD_REPLAY_POS_LATEST);
+    ck_assert_int_eq(dd_replay_pos_parse("1200", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.kind, DD_REPLAY_POS_OFFSET);
+    ck_assert_int_eq(pos.value, 1200);
+    ck_assert_int_eq(dd_replay_pos_parse("0", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.value, 0);
+    ck_assert_int_ne(dd_replay_pos_parse("99999999999999999999", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("12x", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("Earliest", NOW, &pos, err, sizeof(err)), DD_OK);
+}
+END_TEST
+
+START_TEST(test_pos_times)
+{
+    dd_replay_pos_t pos;
+    char err[256];
+
+    ck_assert_int_eq(dd_replay_pos_parse("2026-11-29T10:00:00Z", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_eq(pos.kind, DD_REPLAY_POS_TIME);
+    ck_assert_int_eq(pos.value, NOW);
+    ck_assert_int_eq(dd_replay_pos_parse("2026-11-29T18:00:00+08:00", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_eq(pos.value, NOW);
+    ck_assert_int_eq(
+        dd_replay_pos_parse("2026-11-29T04:30:00.250-0530", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.value, NOW + 250);
+    ck_assert_int_eq(dd_replay_pos_parse("2026-11-29T10:00Z", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.value, NOW);
+    ck_assert_int_eq(dd_replay_pos_parse("1970-01-01T00:00:00Z", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_eq(pos.value, 0);
+    ck_assert_int_eq(dd_replay_pos_parse("2024-02-29T00:00:00Z", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_eq(pos.value, 1709164800000LL);
+    /* no zone, impossible dates, junk after the zone */
+    ck_assert_int_ne(dd_replay_pos_parse("2026-11-29T10:00:00", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("2025-02-29T10:00:00Z", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("2026-13-01T10:00:00Z", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("2026-11-29T24:00:00Z", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("2026-11-29T10:00:00Zx", NOW, &pos, err, sizeof(err)),
+                     DD_OK);
+}
+END_TEST
+
+START_TEST(test_pos_durations)
+{
+    dd_replay_pos_t pos;
+    char err[256];
+
+    ck_assert_int_eq(dd_replay_pos_parse("-2h", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.kind, DD_REPLAY_POS_TIME);
+    ck_assert_int_eq(pos.value, NOW - 2 * 3600 * 1000LL);
+    ck_assert_int_eq(dd_replay_pos_parse("-30m", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.value, NOW - 30 * 60 * 1000LL);
+    ck_assert_int_eq(dd_replay_pos_parse("-1d", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(pos.value, NOW - 86400 * 1000LL);
+    ck_assert_int_ne(dd_replay_pos_parse("-", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("-2x", NOW, &pos, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_pos_parse("-0s", NOW, &pos, err, sizeof(err)), DD_OK);
+}
+END_TEST
+
+START_TEST(test_partitions)
+{
+    int32_t *parts = NULL;
+    char err[256];
+    int cnt = 0;
+
+    ck_assert_int_eq(dd_replay_partitions_parse("5,0,2-3,2", &parts, &cnt, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_int_eq(cnt, 4);
+    ck_assert_int_eq(parts[0], 0);
+    ck_assert_int_eq(parts[1], 2);
+    ck_assert_int_eq(parts[2], 3);
+    ck_assert_int_eq(parts[3], 5);
+    free(parts);
+    ck_assert_int_ne(dd_replay_partitions_parse("", &parts, &cnt, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_partitions_parse("1,", &parts, &cnt, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_partitions_parse("-1", &parts, &cnt, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_partitions_parse("3-1", &parts, &cnt, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_replay_partitions_parse("a", &parts, &cnt, err, sizeof(err)), DD_OK);
+    ck_assert_ptr_null(parts);
+}
+END_TEST
+
+static Suite *dd_replay_suite(void)
+{
+    Suite *s = suite_create("replay");
+    TCase *tc = tcase_create("args");
+
+    tcase_add_test(tc, test_pos_words_and_offsets);
+    tcase_add_test(tc, test_pos_times);
+    tcase_add_test(tc, test_pos_durations);
+    tcase_add_test(tc, test_partitions);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dd_replay_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
