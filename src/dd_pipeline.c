@@ -507,6 +507,38 @@ static int dd_pipeline_all_committed(dd_pipeline_t *pl)
     return 1;
 }
 
+/* How long --exit-at-end keeps trying to commit once everything is applied. */
+#define DD_PIPELINE_END_COMMIT_MS 60000
+
+/* --exit-at-end: 1 once every assigned partition is applied and committed up
+ * to its end offset; -1 when the commits have not come through for
+ * DD_PIPELINE_END_COMMIT_MS; 0 to keep going (committing every 500 ms, the
+ * result arrives in the commit callback during the next polls). */
+static int dd_pipeline_end_reached(dd_pipeline_t *pl, int64_t *since, int64_t *last_commit)
+{
+    int64_t now = dd_now_ms();
+    char err[256];
+
+    if (!dd_pipeline_all_at_end(pl)) {
+        *since = 0;
+        return 0;
+    }
+    if (dd_pipeline_all_committed(pl)) {
+        dd_log(DD_LOG_INFO, "Every assigned partition is applied and committed up to its end "
+               "offset.");
+        return 1;
+    }
+    if (!*since)
+        *since = now;
+    if (now - *since > DD_PIPELINE_END_COMMIT_MS)
+        return -1;
+    if (now - *last_commit >= 500) {
+        dd_source_commit_sync(pl->src, err, sizeof(err));
+        *last_commit = now;
+    }
+    return 0;
+}
+
 static void dd_pipeline_backpressure(dd_pipeline_t *pl)
 {
     int64_t max = pl->conf->batch.max_inflight;
@@ -593,11 +625,15 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
     return rc;
 }
 
+/* Most messages taken from the consumer per turn of the main loop. */
+#define DD_PIPELINE_POLL_BURST 64
+
 int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
                     size_t errstr_size)
 {
     int rc = dd_pipeline_start(pl, exit_at_end, errstr, errstr_size);
-    int64_t last_progress_log = dd_now_ms(), last_commit = 0;
+    int64_t last_progress_log = dd_now_ms(), last_commit = 0, end_since = 0;
+    int end;
 
     while (!rc && !pl->sh.fatal && !*stop) {
         rd_kafka_message_t *rkm;
@@ -605,22 +641,25 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
         dd_pipeline_drain(pl, 0);
         dd_source_store(pl->src);
         dd_pipeline_publish(pl);
-        if (exit_at_end && dd_pipeline_all_at_end(pl)) {
-            char cerr[256];
-            if (dd_pipeline_all_committed(pl)) {
-                dd_log(DD_LOG_INFO, "Every assigned partition is applied and committed up to "
-                       "its end offset.");
-                break;
+        if (exit_at_end && (end = dd_pipeline_end_reached(pl, &end_since, &last_commit)) != 0) {
+            if (end < 0) {
+                dd_errstr_set(errstr, errstr_size, "--exit-at-end: every assigned partition is "
+                              "applied, but the offsets could not be committed for %d s",
+                              DD_PIPELINE_END_COMMIT_MS / 1000);
+                rc = DD_ERR_RETRIABLE;
             }
-            if (dd_now_ms() - last_commit >= 500) { /* the result comes in the commit callback */
-                dd_source_commit_sync(pl->src, cerr, sizeof(cerr));
-                last_commit = dd_now_ms();
-            }
+            break;
         }
         dd_pipeline_backpressure(pl);
         rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
-        if (rkm)
+        /* Take a burst of already fetched messages per turn: the bookkeeping
+         * above walks every partition and need not run for each message. */
+        for (int burst = 1; rkm; burst++) {
             dd_pipeline_message(pl, rkm);
+            rkm = burst < DD_PIPELINE_POLL_BURST && pl->inflight < pl->conf->batch.max_inflight
+                      ? rd_kafka_consumer_poll(dd_source_rk(pl->src), 0)
+                      : NULL;
+        }
         if (dd_now_ms() - last_progress_log > 10000) {
             dd_stats_t s;
             dd_pipeline_stats(pl, &s);

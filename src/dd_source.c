@@ -105,18 +105,8 @@ static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *e
 {
     int rc = dd_source_set(kconf, "auto.offset.reset", "earliest", errstr, errstr_size);
 
-    /* librdkafka pre-fetches up to 64 MB / 100000 messages per partition by
-     * default: on a backlog that is most of dedupd's memory, on top of the
-     * batch.max_inflight messages in the pipeline. 16 MB is still more than
-     * a second of input at full speed (see BENCHMARKS.md). */
-    if (!rc)
-        rc = dd_source_set(kconf, "queued.max.messages.kbytes", "16384", errstr, errstr_size);
-    if (!rc)
-        rc = dd_source_set(kconf, "queued.min.messages", "10000", errstr, errstr_size);
-
     /* User properties come after our defaults so they can override
-     * auto.offset.reset and the queue sizes; the ones that carry our
-     * guarantees come last. */
+     * auto.offset.reset; the ones that carry our guarantees come last. */
     for (int i = 0; !rc && i < conf->kafka.property_cnt; i++) {
         char name[256];
         const char *p = conf->kafka.properties[i], *eq = strchr(p, '=');

@@ -14,7 +14,7 @@ tb_produce <"$TB_DIR/stream.txt" 2>/dev/null || tb_die "produce failed"
 RANDOM=42
 kills=0
 for round in $(seq 1 6); do
-  tb_bg "run$round" timeout 120 "$DEDUPD" run -c "$TB_CONF" --exit-at-end
+  tb_bg "run$round" "$DEDUPD" run -c "$TB_CONF" --exit-at-end
   pid=$TB_LAST_PID
   # Wait for the assignment (a rejoin after a kill takes a session timeout),
   # then kill it mid-flight at a random moment.

@@ -3,7 +3,8 @@
 # batch is applied), records the key as failed (status 2) with the error and
 # dead-letters the message `rejected`. A later copy with the same content runs
 # the handler again when dedup.retry_failed is true, and is dead-lettered
-# "previously rejected" without calling the handler when it is false.
+# "previously rejected" without calling the handler when it is false. A
+# handler that COMMITs the claim transaction itself stops dedupd.
 source "$(dirname "$0")/lib.sh"
 tb_init handler_reject
 tb_mock events:1
@@ -78,4 +79,13 @@ ev:b 1
 ev:c 1
 ev:s 1" "$(tb_sql 'SELECT biz_key, n FROM th_effect ORDER BY 1' | tr '\t' ' ')"
 tb_assert_committed_at_end
+
+# A handler that COMMITs inside the claim transaction is a bug: dedupd stops
+# with exit 1 and does not move the offset past that message.
+produce '{"id":"z","th":"commit"}'
+rc=0
+tb_run >/dev/null || rc=$?
+tb_eq "a handler that commits stops dedupd" 1 "$rc"
+tb_check "the log names the handler bug" grep -q 'ended the transaction.*handler bug' "$TB_DIR/run.log"
+tb_eq "the offset does not pass it (z is at 12)" "0 12" "$(tb_committed)"
 tb_done

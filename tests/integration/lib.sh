@@ -27,7 +27,8 @@
 #   TB_HANDLER ($DD_LEDGER_SO)  TB_HANDLER_CONFIG (libconfig body of
 #   handler.config)  TB_WORKERS (2)  TB_BATCH_MAX (500)  TB_BATCH_WAIT_MS (20)
 #   TB_KAFKA_PROPS (extra librdkafka "name=value" words)  TB_DEDUP_EXTRA /
-#   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA (lines inside those groups)  TB_DLQ_TOPIC.
+#   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA (lines inside those
+#   groups)  TB_DLQ_TOPIC.
 # Extra arguments after FILE are appended as top-level lines.
 
 set -euo pipefail
@@ -232,7 +233,7 @@ tb_config() {
       echo "handler = { path = $(_tb_str "$handler"); };"
     fi
     [[ -n "${TB_DLQ_TOPIC:-}" ]] && echo "dlq = { topic = $(_tb_str "$TB_DLQ_TOPIC"); };"
-    echo "batch = { max_messages = ${TB_BATCH_MAX:-500}; max_wait_ms = ${TB_BATCH_WAIT_MS:-20}; };"
+    echo "batch = { max_messages = ${TB_BATCH_MAX:-500}; max_wait_ms = ${TB_BATCH_WAIT_MS:-20}; ${TB_BATCH_EXTRA:-} };"
     echo "workers = ${TB_WORKERS:-2};"
     local line
     for line in "$@"; do echo "$line"; done
