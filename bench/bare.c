@@ -29,8 +29,7 @@ typedef struct {
 
 static void bare_flush(bare_batch_t *b)
 {
-    if (!b->rows)
-        return;
+    if (!b->rows) return;
     b->keys += bench_db_exec(b->db, b->sql, b->len);
     b->len = b->head;
     b->rows = 0;
@@ -78,8 +77,7 @@ int main(int argc, char **argv)
     b.sql = malloc(b.cap);
     memcpy(b.sql, head, sizeof(head) - 1);
     b.len = b.head = sizeof(head) - 1;
-    if (!b.sql || bench_src_open(&src, &o))
-        return 1;
+    if (!b.sql || bench_src_open(&src, &o)) return 1;
     while ((rkm = bench_src_next(&src, &o))) {
         cJSON *json;
         size_t key_len;
@@ -89,13 +87,12 @@ int main(int argc, char **argv)
             bad++;
         cJSON_Delete(json);
         rd_kafka_message_destroy(rkm);
-        if (b.rows >= o.batch)
-            bare_flush(&b);
+        if (b.rows >= o.batch) bare_flush(&b);
     }
     bare_flush(&b);
     t_end = bench_now_us();
-    printf("bare messages=%ld keys=%ld bad=%ld seconds=%.3f msg_per_s=%.0f\n", src.messages,
-           b.keys, bad, (double)(t_end - src.t_first_us) / 1e6,
+    printf("bare messages=%ld keys=%ld bad=%ld seconds=%.3f msg_per_s=%.0f\n", src.messages, b.keys,
+           bad, (double)(t_end - src.t_first_us) / 1e6,
            src.messages / ((double)(t_end - src.t_first_us) / 1e6));
     bench_src_close(&src);
     mysql_close(b.db);

@@ -18,14 +18,30 @@ void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage)
     o->batch = 1000;
     while ((c = getopt(argc, argv, "b:t:S:D:k:n:m:")) != -1) {
         switch (c) {
-        case 'b': o->brokers = optarg; break;
-        case 't': o->topic = optarg; break;
-        case 'S': o->socket = optarg; break;
-        case 'D': o->database = optarg; break;
-        case 'k': o->key = optarg; break;
-        case 'n': o->batch = atol(optarg); break;
-        case 'm': o->limit = atol(optarg); break;
-        default: fprintf(stderr, "usage: %s\n", usage); exit(2);
+        case 'b':
+            o->brokers = optarg;
+            break;
+        case 't':
+            o->topic = optarg;
+            break;
+        case 'S':
+            o->socket = optarg;
+            break;
+        case 'D':
+            o->database = optarg;
+            break;
+        case 'k':
+            o->key = optarg;
+            break;
+        case 'n':
+            o->batch = atol(optarg);
+            break;
+        case 'm':
+            o->limit = atol(optarg);
+            break;
+        default:
+            fprintf(stderr, "usage: %s\n", usage);
+            exit(2);
         }
     }
     if (!o->brokers || !o->topic || !o->socket || !o->database || o->batch < 1) {
@@ -50,8 +66,7 @@ static int bench_src_partitions(rd_kafka_t *rk, const char *topic)
 
     if (!rd_kafka_metadata(rk, 0, rkt, &md, 10000) && md->topic_cnt == 1 && !md->topics[0].err)
         n = md->topics[0].partition_cnt;
-    if (md)
-        rd_kafka_metadata_destroy(md);
+    if (md) rd_kafka_metadata_destroy(md);
     rd_kafka_topic_destroy(rkt);
     return n;
 }
@@ -85,8 +100,7 @@ int bench_src_open(bench_src_t *src, const bench_opts_t *o)
     }
     parts = rd_kafka_topic_partition_list_new(src->parts);
     for (int i = 0; i < src->parts; i++)
-        rd_kafka_topic_partition_list_add(parts, o->topic, i)->offset =
-            RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_topic_partition_list_add(parts, o->topic, i)->offset = RD_KAFKA_OFFSET_BEGINNING;
     rd_kafka_assign(src->rk, parts);
     rd_kafka_topic_partition_list_destroy(parts);
     return 0;
@@ -96,15 +110,13 @@ rd_kafka_message_t *bench_src_next(bench_src_t *src, const bench_opts_t *o)
 {
     while (src->eofs < src->parts && (!o->limit || src->messages < o->limit)) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(src->rk, 1000);
-        if (!rkm)
-            continue;
+        if (!rkm) continue;
         if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             src->eofs++;
         } else if (rkm->err) {
             fprintf(stderr, "bench: consumer: %s\n", rd_kafka_message_errstr(rkm));
         } else {
-            if (!src->messages++)
-                src->t_first_us = bench_now_us();
+            if (!src->messages++) src->t_first_us = bench_now_us();
             return rkm;
         }
         rd_kafka_message_destroy(rkm);
@@ -114,8 +126,7 @@ rd_kafka_message_t *bench_src_next(bench_src_t *src, const bench_opts_t *o)
 
 void bench_src_close(bench_src_t *src)
 {
-    if (!src->rk)
-        return;
+    if (!src->rk) return;
     rd_kafka_consumer_close(src->rk);
     rd_kafka_destroy(src->rk);
     src->rk = NULL;
@@ -127,8 +138,7 @@ int bench_key(const dd_key_tmpl_t *tmpl, const rd_kafka_message_t *rkm, cJSON **
     char why[256];
 
     *json = cJSON_ParseWithLength(rkm->payload, rkm->len);
-    if (!*json)
-        return -1;
+    if (!*json) return -1;
     return dd_key_render(tmpl, *json, key, key_len, why, sizeof(why)) == DD_KEY_OK ? 0 : -1;
 }
 
@@ -156,8 +166,7 @@ long bench_db_exec(MYSQL *db, const char *sql, size_t len)
     affected = (long)mysql_affected_rows(db);
     do {
         MYSQL_RES *res = mysql_store_result(db);
-        if (res)
-            mysql_free_result(res);
+        if (res) mysql_free_result(res);
     } while (mysql_next_result(db) == 0);
     return affected;
 }

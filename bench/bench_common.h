@@ -24,8 +24,8 @@
 
 typedef struct {
     const char *brokers, *topic, *socket, *database, *key;
-    long batch;  /* rows per transaction (bare) */
-    long limit;  /* stop after this many messages, 0 = whole topic */
+    long batch; /* rows per transaction (bare) */
+    long limit; /* stop after this many messages, 0 = whole topic */
 } bench_opts_t;
 
 typedef struct {

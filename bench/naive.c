@@ -30,8 +30,7 @@ static const char *naive_str(MYSQL *db, const cJSON *json, const char *name, cha
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(json, name);
     size_t n;
 
-    if (!cJSON_IsString(f) || (n = strlen(f->valuestring)) > 64)
-        return NULL;
+    if (!cJSON_IsString(f) || (n = strlen(f->valuestring)) > 64) return NULL;
     out[0] = '\'';
     n = mysql_real_escape_string(db, out + 1, f->valuestring, (unsigned long)n);
     out[n + 1] = '\'';
@@ -46,8 +45,7 @@ static int naive_seen(MYSQL *db, const char *hexkey)
     MYSQL_RES *res;
     int seen;
 
-    snprintf(sql, sizeof(sql), "SELECT 1 FROM dedup_record WHERE biz_key = %s FOR UPDATE",
-             hexkey);
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM dedup_record WHERE biz_key = %s FOR UPDATE", hexkey);
     bench_db_exec(db, "START TRANSACTION", 17);
     if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
         fprintf(stderr, "bench-naive: %s\n", mysql_error(db));
@@ -108,8 +106,7 @@ int main(int argc, char **argv)
         return 2;
     }
     db = bench_db_open(&o);
-    if (bench_src_open(&src, &o))
-        return 1;
+    if (bench_src_open(&src, &o)) return 1;
     while ((rkm = bench_src_next(&src, &o))) {
         cJSON *json;
         size_t key_len;

@@ -8,8 +8,7 @@
  */
 #include "dedupd/handler.h"
 
-static dedupd_status noop_handle(void *state, MYSQL *db, const dedupd_msg *msg,
-                                 dedupd_result *res)
+static dedupd_status noop_handle(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res)
 {
     (void)state, (void)db, (void)msg;
     res->response = NULL;

@@ -17,6 +17,7 @@
 #include "dd_lane.h"
 #include "dd_log.h"
 #include "dd_offsets.h"
+#include "dd_parse.h"
 #include "dd_source.h"
 
 struct dd_pipeline_s {
@@ -266,56 +267,16 @@ static uint32_t dd_pipeline_key_hash(const char *key, size_t len)
     return h;
 }
 
-static int dd_pipeline_only_space(const char *p, const char *end)
-{
-    for (; p && p < end; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-            return 0;
-    return 1;
-}
-
+/* The same parse rules as `dedupd replay` (dd_parse.c), so replay judges a
+ * message exactly as the consumer did. */
 static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 {
     rd_kafka_message_t *rkm = item->rkm;
-    const dd_conf_t *conf = pl->conf;
-    const char *end = NULL;
-    dd_key_status_t ks;
+    dd_reason_t reason;
 
-    if ((int64_t)rkm->len > conf->dedup.max_payload_bytes) {
-        snprintf(item->error, sizeof(item->error), "payload is %zu bytes, at most %lld allowed",
-                 rkm->len, (long long)conf->dedup.max_payload_bytes);
-        return dd_pipeline_reject(pl, item, DD_REASON_PAYLOAD_TOO_LARGE);
-    }
-    if (!rkm->payload || rkm->len == 0) {
-        snprintf(item->error, sizeof(item->error), "empty payload");
-        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
-    }
-    if (!dd_utf8_valid(rkm->payload, rkm->len)) {
-        snprintf(item->error, sizeof(item->error), "payload is not valid UTF-8");
-        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
-    }
-    item->json = cJSON_ParseWithLengthOpts(rkm->payload, rkm->len, &end, 0);
-    if (item->json && !dd_pipeline_only_space(end, (const char *)rkm->payload + rkm->len)) {
-        /* cJSON stops after the first value: "{...}}" or "null," are not JSON. */
-        snprintf(item->error, sizeof(item->error), "invalid JSON: trailing data at byte %ld",
-                 (long)(end - (const char *)rkm->payload));
-        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
-    }
-    if (!item->json) {
-        const char *at = cJSON_GetErrorPtr();
-        long pos = at ? (long)(at - (const char *)rkm->payload) : -1;
-        if (pos < 0 || (size_t)pos > rkm->len)
-            pos = -1;
-        snprintf(item->error, sizeof(item->error), "invalid JSON near byte %ld", pos);
-        return dd_pipeline_reject(pl, item, DD_REASON_BAD_JSON);
-    }
-    ks = dd_key_render(pl->tmpl, item->json, item->key, &item->key_len, item->error,
-                       sizeof(item->error));
-    if (ks != DD_KEY_OK) {
-        item->key_len = 0; /* no usable business key for the dead letter's header */
-        return dd_pipeline_reject(pl, item, ks == DD_KEY_MISSING ? DD_REASON_KEY_MISSING
-                                                                 : DD_REASON_KEY_TOO_LONG);
-    }
+    if (dd_parse_message(pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json, item->key,
+                         &item->key_len, &reason, item->error, sizeof(item->error)) != DD_OK)
+        return dd_pipeline_reject(pl, item, reason);
     dd_lane_push(pl->lanes[dd_pipeline_key_hash(item->key, item->key_len) % (uint32_t)pl->nlanes],
                  item);
 }
