@@ -33,6 +33,8 @@ struct dd_lane_s {
     dd_claim_t **claimv;
     size_t cap;
     unsigned int seed;
+    unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
+    unsigned long commits;
     dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
 };
 
@@ -390,6 +392,13 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, int sa
                              errstr_size);
     if (!rc)
         rc = dd_lane_sql(lane, "COMMIT", errstr, errstr_size);
+    if (!rc && lane->fault_commit_lost && ++lane->commits % lane->fault_commit_lost == 0) {
+        /* Test-only fault: the COMMIT went through but its reply is "lost",
+         * exactly what a dropped connection during COMMIT looks like. */
+        dd_errstr_set(errstr, errstr_size, "2013: Lost connection to server during COMMIT "
+                                           "(injected by DEDUPD_TEST_FAULTS)");
+        rc = DD_ERR_RETRIABLE;
+    }
     if (!rc) {
         dd_lane_free_responses(items, n);
         d->batches = 1;
@@ -563,6 +572,25 @@ static void *dd_lane_main(void *arg)
     return NULL;
 }
 
+/* Fault injection for the tests: DEDUPD_TEST_FAULTS="commit_lost=N" makes
+ * every Nth COMMIT of each lane report a lost connection after it succeeded,
+ * so the outcome-unknown path (replay, resolved by the claim) is exercised
+ * deterministically. Unset in production; logged loudly when set. */
+static unsigned long dd_lane_fault_setting(const char *name)
+{
+    const char *env = getenv("DEDUPD_TEST_FAULTS"), *p;
+    size_t len = strlen(name);
+    unsigned long n;
+
+    if (!env || !(p = strstr(env, name)) || p[len] != '=')
+        return 0;
+    n = strtoul(p + len + 1, NULL, 10);
+    if (n)
+        dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: every %lu. COMMIT will report a lost "
+               "connection after succeeding (test fault injection).", n);
+    return n;
+}
+
 int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr,
                   size_t errstr_size)
 {
@@ -576,6 +604,7 @@ int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr
     lane->sh = sh;
     lane->idx = idx;
     lane->seed = (unsigned int)(time(NULL) ^ (idx * 7919));
+    lane->fault_commit_lost = dd_lane_fault_setting("commit_lost");
     pthread_mutex_init(&lane->mu, NULL);
     pthread_cond_init(&lane->cv, NULL);
     lane->batch = calloc(cap, sizeof(*lane->batch));
