@@ -4,7 +4,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dd_common.h"
 
+#include <signal.h>
 #include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -76,4 +78,24 @@ int dd_sleep_ms(int64_t ms, volatile const int *stop)
         ts.tv_nsec = (left % 1000) * 1000000;
         nanosleep(&ts, NULL);
     }
+}
+
+volatile int dd_stop_requested;
+
+static void dd_signals_on_stop(int sig)
+{
+    (void)sig;
+    dd_stop_requested = 1;
+}
+
+void dd_signals_install(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = dd_signals_on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }

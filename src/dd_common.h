@@ -36,6 +36,12 @@ int64_t dd_now_us(void);
 /* Sleep for ms milliseconds, waking early (returning 1) once *stop is set. */
 int dd_sleep_ms(int64_t ms, volatile const int *stop);
 
+/* Set to 1 by SIGTERM/SIGINT once dd_signals_install() ran. */
+extern volatile int dd_stop_requested;
+/* Installs the SIGTERM/SIGINT handlers (set dd_stop_requested, no
+ * SA_RESTART so blocking calls return) and ignores SIGPIPE. */
+void dd_signals_install(void);
+
 #define DD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif /* DD_COMMON_H */

@@ -110,6 +110,22 @@ static size_t dd_lane_collect(dd_lane_t *lane)
 
 /* ---- results back to the main thread ---- */
 
+dd_item_t *dd_lane_take_done(dd_lane_shared_t *sh, int wait_ms)
+{
+    dd_item_t *list;
+
+    pthread_mutex_lock(&sh->mu);
+    if (!sh->done_head && !sh->fatal && wait_ms > 0) {
+        struct timespec ts;
+        dd_lane_deadline(&ts, wait_ms);
+        pthread_cond_timedwait(&sh->cv, &sh->mu, &ts);
+    }
+    list = sh->done_head;
+    sh->done_head = sh->done_tail = NULL;
+    pthread_mutex_unlock(&sh->mu);
+    return list;
+}
+
 static void dd_lane_post(dd_lane_t *lane, dd_item_t **items, size_t n, const dd_stats_t *delta)
 {
     dd_lane_shared_t *sh = lane->sh;

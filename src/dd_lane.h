@@ -36,6 +36,10 @@ typedef struct {
 
 int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr,
                   size_t errstr_size);
+/* Takes the list of finished items (NULL when none), waiting up to wait_ms
+ * for some when none are there yet (and the lanes are not failed). */
+dd_item_t *dd_lane_take_done(dd_lane_shared_t *sh, int wait_ms);
+
 /* Hands an item to the lane (main thread). */
 void dd_lane_push(dd_lane_t *lane, dd_item_t *item);
 /* Wakes the lane so it sees stop flags; joins and frees it. Items still

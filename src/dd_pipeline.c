@@ -217,18 +217,7 @@ static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
 {
     dd_item_t *list, *next;
 
-    pthread_mutex_lock(&pl->sh.mu);
-    if (!pl->sh.done_head && wait_ms > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)wait_ms * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&pl->sh.cv, &pl->sh.mu, &ts);
-    }
-    list = pl->sh.done_head;
-    pl->sh.done_head = pl->sh.done_tail = NULL;
-    pthread_mutex_unlock(&pl->sh.mu);
+    list = dd_lane_take_done(&pl->sh, wait_ms);
 
     for (; list; list = next) {
         next = list->next;

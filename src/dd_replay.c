@@ -149,13 +149,6 @@ typedef struct {
     int tty;
 } dd_replay_t;
 
-static volatile int dd_replay_stop;
-
-static void dd_replay_on_signal(int sig)
-{
-    (void)sig;
-    dd_replay_stop = 1;
-}
 
 /* ---- argument parsing ---- */
 
@@ -542,7 +535,7 @@ static int dd_replay_partition_count(dd_replay_t *rp, const char *topic, int *cn
         if (!err) *cnt = md->topics[0].partition_cnt;
         if (md) rd_kafka_metadata_destroy(md);
         if (!err || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) break;
-        dd_sleep_ms(500, &dd_replay_stop);
+        dd_sleep_ms(500, &dd_stop_requested);
     }
     rd_kafka_topic_destroy(rkt);
     if (err) dd_errstr_set(errstr, errstr_size, "topic %s: %s", topic, rd_kafka_err2str(err));
@@ -627,7 +620,7 @@ static int64_t dd_replay_last_ts(dd_replay_t *rp, const dd_replay_part_t *pt)
 
     rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = pt->high - 1;
     rd_kafka_assign(rp->rk, list);
-    while (ts < 0 && dd_now_ms() < deadline && !dd_replay_stop) {
+    while (ts < 0 && dd_now_ms() < deadline && !dd_stop_requested) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rp->rk, 100);
         if (rkm && !rkm->err && rkm->partition == pt->partition &&
             !strcmp(rd_kafka_topic_name(rkm->rkt), pt->topic))
@@ -1209,18 +1202,7 @@ static int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, siz
     dd_item_t *list, *next;
     int rc;
 
-    pthread_mutex_lock(&rp->sh.mu);
-    if (!rp->sh.done_head && !rp->sh.fatal && wait_ms > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)wait_ms * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&rp->sh.cv, &rp->sh.mu, &ts);
-    }
-    list = rp->sh.done_head;
-    rp->sh.done_head = rp->sh.done_tail = NULL;
-    pthread_mutex_unlock(&rp->sh.mu);
+    list = dd_lane_take_done(&rp->sh, wait_ms);
     rc = dd_replay_apply_record(rp, list, errstr, errstr_size);
     for (; list; list = next) {
         next = list->next;
@@ -1262,7 +1244,7 @@ static int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_s
     if (!rp->lane) return DD_OK;
     rp->sh.stop_soft = 1;
     /* After SIGINT/SIGTERM only the transaction under way is finished. */
-    while (!rc && rp->pending > 0 && !dd_replay_stop)
+    while (!rc && rp->pending > 0 && !dd_stop_requested)
         rc = dd_replay_apply_drain(rp, 100, errstr, errstr_size);
     rp->sh.stop_hard = 1;
     dd_lane_join(rp->lane, &leftover);
@@ -1715,7 +1697,7 @@ static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
     int rc = DD_OK;
 
     rp->t0_ms = dd_now_ms();
-    while (!rc && rp->parts_left > 0 && !dd_replay_stop) {
+    while (!rc && rp->parts_left > 0 && !dd_stop_requested) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rp->rk, 100);
         if (rkm) rc = dd_replay_take(rp, rkm, errstr, errstr_size);
         if (!rc && rp->lane) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size);
@@ -1793,17 +1775,6 @@ static void dd_replay_destroy(dd_replay_t *rp)
     free(rp);
 }
 
-static void dd_replay_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = dd_replay_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 int dd_replay_main(int argc, char **argv)
 {
@@ -1818,7 +1789,7 @@ int dd_replay_main(int argc, char **argv)
         free(args.parts);
         return rc < 0 ? 0 : rc;
     }
-    dd_replay_signals();
+    dd_signals_install();
     rp = calloc(1, sizeof(*rp));
     if (!rp) {
         free(args.parts);
@@ -1834,7 +1805,7 @@ int dd_replay_main(int argc, char **argv)
         rc = arc;
         snprintf(err, sizeof(err), "%s", aerr);
     }
-    complete = !dd_replay_stop && rp->parts_left == 0;
+    complete = !dd_stop_requested && rp->parts_left == 0;
     if (!rc) rc = dd_replay_report(rp, complete, err, sizeof(err));
     if (!rc) dd_replay_print_summary(rp, complete);
     if (rc)

@@ -6,7 +6,6 @@
  * 1 failure, 2 usage error.
  */
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,26 +28,6 @@
 #ifndef DEDUPD_VERSION
 #define DEDUPD_VERSION "0.1.0"
 #endif
-
-static volatile int dd_stop;
-
-static void dd_main_on_signal(int sig)
-{
-    (void)sig;
-    dd_stop = 1;
-}
-
-static void dd_main_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = dd_main_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 static void dd_main_usage(FILE *out)
 {
@@ -170,7 +149,7 @@ static int dd_main_run(int argc, char **argv)
         return rc;
     if (dd_main_load(path, &conf))
         return 1;
-    dd_main_signals();
+    dd_signals_install();
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
     if (!rc)
         rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
@@ -181,7 +160,7 @@ static int dd_main_run(int argc, char **argv)
     if (!rc) {
         dd_log(DD_LOG_INFO, "dedupd %s starting: group %s, %d worker(s), handler %s.",
                DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
-        rc = dd_pipeline_run(pl, exit_at_end, &dd_stop, err, sizeof(err));
+        rc = dd_pipeline_run(pl, exit_at_end, &dd_stop_requested, err, sizeof(err));
         dd_main_summary(pl);
     }
     if (rc)
