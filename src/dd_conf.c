@@ -218,6 +218,10 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "http.listen", .type = DD_CT_STRING, DD_AT(http.listen), .allowed = "host:port",
      .check = dd_conf_check_listen,
      .desc = "Address to listen on, e.g. \"127.0.0.1:9464\"; unset: no HTTP endpoint."},
+    {.path = "http.stuck_after", .type = DD_CT_DURATION, .def = "60s", .min = DD_MS_SEC,
+     .max = DD_MS_DAY, .unit_ms = 1, DD_AT(http.stuck_after_ms),
+     .desc = "/healthz answers 503 when messages are in flight and none finished for this "
+             "long (the loop not turning for half of it counts too)."},
 
     DD_GROUP("log", "Logging to stderr."),
     {.path = "log.level", .type = DD_CT_ENUM, .def = "info", DD_AT(log.level),

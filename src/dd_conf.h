@@ -76,6 +76,7 @@ typedef struct dd_conf_s {
 
     struct {
         char *listen; /* "host:port" or NULL for no HTTP endpoint */
+        int stuck_after_ms; /* /healthz: in flight and nothing finished this long = stuck */
     } http;
 
     struct {

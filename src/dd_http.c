@@ -28,13 +28,12 @@
 #include "dd_log.h"
 #include "dd_metrics.h"
 
-/* Liveness: the main loop turns at least every 100 ms while it runs (one
- * poll), so 30 s without a turn means it is wedged. */
-#define DD_HTTP_LOOP_STUCK_MS 30000
-/* Liveness: messages in flight and none finished for this long. Longer than
- * the default retry.backoff_max (30 s), so one handler RETRY cycle is not
- * mistaken for a stall; a handler retrying forever is reported as stuck. */
-#define DD_HTTP_FINISH_STUCK_MS 60000
+/* Liveness thresholds come from http.stuck_after (default 60 s): messages
+ * in flight and none finished for that long is a stall; the default is
+ * longer than retry.backoff_max (30 s), so one handler RETRY cycle is not
+ * mistaken for one, while a handler retrying forever is reported. The main
+ * loop turns at least every 100 ms, so half of it without a turn means the
+ * loop itself is wedged. */
 /* Readiness: how often the prober pings, and when its answer is too old. */
 #define DD_HTTP_PING_EVERY_MS 1000
 #define DD_HTTP_PING_STALE_MS 5000
@@ -125,7 +124,7 @@ static unsigned int dd_http_health(dd_http_t *http, char *text, size_t size)
     }
     /* Before the first turn (startup), measure from when the server started. */
     loop_ref = s.last_loop_ms ? s.last_loop_ms : http->started_ms;
-    if (now - loop_ref > DD_HTTP_LOOP_STUCK_MS) {
+    if (now - loop_ref > http->conf->http.stuck_after_ms / 2) {
         snprintf(text, size, "stuck: the consumer loop has not turned for %lld ms\n",
                  (long long)(now - loop_ref));
         return MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -134,7 +133,7 @@ static unsigned int dd_http_health(dd_http_t *http, char *text, size_t size)
     busy_ref = http->idle_seen_ms;
     pthread_mutex_unlock(&http->mu);
     if (s.last_finish_ms > busy_ref) busy_ref = s.last_finish_ms;
-    if (s.inflight > 0 && now - busy_ref > DD_HTTP_FINISH_STUCK_MS) {
+    if (s.inflight > 0 && now - busy_ref > http->conf->http.stuck_after_ms) {
         snprintf(text, size, "stuck: %lld message(s) in flight and none finished for %lld ms\n",
                  (long long)s.inflight, (long long)(now - busy_ref));
         return MHD_HTTP_SERVICE_UNAVAILABLE;
