@@ -103,6 +103,7 @@ static int dd_conf_check_handler_path(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx);
+static int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx);
 
 /* clang-format off */
 #define DD_AT(field) .off = offsetof(dd_conf_t, field), .size = sizeof(((dd_conf_t *)0)->field)
@@ -173,6 +174,12 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "dedup.max_payload_bytes", .type = DD_CT_INT, .def = "1048576", .min = 1,
      .max = 100000000, DD_AT(dedup.max_payload_bytes),
      .desc = "Larger payloads are dead-lettered as payload_too_large."},
+    {.path = "dedup.lane_key", .type = DD_CT_STRING, DD_AT(dedup.lane_key),
+     .allowed = "${path}s of dedup.key", .check = dd_conf_check_lane_key,
+     .desc = "Template choosing the worker for a message, e.g. \"${merchant_id}\": messages "
+             "with the same lane key run on one worker, so a handler updating shared rows "
+             "(a merchant balance) is not deadlocked by other workers. Only fields of "
+             "dedup.key, so one key stays on one worker; unset: the business key."},
 
     DD_GROUP("handler", "The business handler plugin."),
     {.path = "handler.path", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(handler.path),
@@ -1052,6 +1059,28 @@ static int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx)
                             a);
     return dd_conf_fail(ctx, idx, NULL, "must be at least retry.backoff_initial (%s), got %s", a,
                         b);
+}
+
+/* Every ${path} of the lane key must be one of dedup.key's, so all copies
+ * of a business key land on the same worker (per-key order, no two lanes
+ * racing for one key). */
+static int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
+{
+    const char *lane = ctx->conf->dedup.lane_key, *key = ctx->conf->dedup.key, *p, *end;
+    char ref[256];
+
+    if (!lane) return 0;
+    if (!strstr(lane, "${"))
+        return dd_conf_fail(ctx, idx, NULL, "must contain at least one ${path}");
+    for (p = strstr(lane, "${"); p; p = strstr(end, "${")) {
+        end = strchr(p, '}');
+        if (!end) return dd_conf_fail(ctx, idx, NULL, "unclosed ${");
+        end++;
+        snprintf(ref, sizeof(ref), "%.*s", (int)(end - p), p);
+        if (!key || !strstr(key, ref))
+            return dd_conf_fail(ctx, idx, NULL, "%s is not a field of dedup.key", ref);
+    }
+    return 0;
 }
 
 /* "host:port", "[v6]:port"; the port is after the last colon. */

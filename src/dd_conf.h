@@ -48,6 +48,7 @@ typedef struct dd_conf_s {
         char *table;   /* dedup table name, [A-Za-z0-9_]+ */
         int retry_failed;
         int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
+        char *lane_key; /* template routing messages to workers; NULL: the business key */
     } dedup;
 
     struct {

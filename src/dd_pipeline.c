@@ -24,6 +24,7 @@ struct dd_pipeline_s {
     const dd_conf_t *conf;
     dd_lane_shared_t sh;
     dd_key_tmpl_t *tmpl;
+    dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
     dd_hash_spec_t *hspec;
     char owner[128];
 
@@ -263,11 +264,21 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
     rd_kafka_message_t *rkm = item->rkm;
     dd_reason_t reason;
 
+    char lane_key[DD_KEY_MAX + 1], why[8];
+    size_t lane_len = 0;
+    uint32_t h;
+
     if (dd_parse_message(pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json, item->key,
                          &item->key_len, &reason, item->error, sizeof(item->error)) != DD_OK)
         return dd_pipeline_reject(pl, item, reason);
-    dd_lane_push(pl->lanes[dd_pipeline_key_hash(item->key, item->key_len) % (uint32_t)pl->nlanes],
-                 item);
+    /* The lane key's fields are fields of the business key (checked at load),
+     * so every copy of a key goes to the same lane. */
+    if (pl->lane_tmpl && dd_key_render(pl->lane_tmpl, item->json, lane_key, &lane_len, why,
+                                       sizeof(why)) == DD_KEY_OK)
+        h = dd_pipeline_key_hash(lane_key, lane_len);
+    else
+        h = dd_pipeline_key_hash(item->key, item->key_len);
+    dd_lane_push(pl->lanes[h % (uint32_t)pl->nlanes], item);
 }
 
 static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
@@ -668,6 +679,8 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     pl->sh.copts.owner = pl->owner;
     pl->sh.copts.lease_s = 300;
     rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
+    if (!rc && conf->dedup.lane_key)
+        rc = dd_key_tmpl_new(&pl->lane_tmpl, conf->dedup.lane_key, errstr, errstr_size);
     if (!rc)
         rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
@@ -723,6 +736,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_offsets_destroy(pl->offs);
     free(pl->lags);
     dd_key_tmpl_destroy(pl->tmpl);
+    dd_key_tmpl_destroy(pl->lane_tmpl);
     dd_hash_spec_destroy(pl->hspec);
     pthread_mutex_destroy(&pl->sh.mu);
     pthread_cond_destroy(&pl->sh.cv);
