@@ -1304,3 +1304,35 @@ void dd_conf_print_reference_md(FILE *out)
         fputc('\n', out);
     }
 }
+
+/* ---- Kafka client configuration shared by consumer, producer, replay ---- */
+
+int dd_conf_kafka_set(rd_kafka_conf_t *kconf, const char *name, const char *value, char *errstr,
+                      size_t errstr_size)
+{
+    char err[512];
+
+    if (rd_kafka_conf_set(kconf, name, value, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+        dd_errstr_set(errstr, errstr_size, "kafka property %s: %s", name, err);
+        return DD_ERR_CONFIG;
+    }
+    return DD_OK;
+}
+
+int dd_conf_kafka_apply(const dd_conf_t *conf, rd_kafka_conf_t *kconf,
+                        int (*skip)(const char *prop), char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    /* Every entry was checked by librdkafka when the file was loaded. */
+    for (int i = 0; !rc && i < conf->kafka.property_cnt; i++) {
+        const char *p = conf->kafka.properties[i], *eq = strchr(p, '=');
+        char name[256];
+        if (!eq || (skip && skip(p))) continue;
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - p), p);
+        rc = dd_conf_kafka_set(kconf, name, eq + 1, errstr, errstr_size);
+    }
+    if (!rc) rc = dd_conf_kafka_set(kconf, "bootstrap.servers", conf->kafka.brokers, errstr,
+                                    errstr_size);
+    return rc;
+}

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include <libconfig.h>
+#include <librdkafka/rdkafka.h>
 
 typedef struct dd_conf_s {
     char *path; /* the file that was loaded */
@@ -108,6 +109,15 @@ void dd_conf_print_reference(FILE *out);
 void dd_conf_print_reference_md(FILE *out);
 /* Path of the i-th setting of the schema ("kafka.brokers"), NULL past the end. */
 const char *dd_conf_setting_path(int i);
+
+/* Sets one librdkafka property; errors read "kafka property NAME: why". */
+int dd_conf_kafka_set(rd_kafka_conf_t *kconf, const char *name, const char *value, char *errstr,
+                      size_t errstr_size);
+/* Applies kafka.properties (minus those skip() returns 1 for; skip may be
+ * NULL) and then kafka.brokers to kconf: the common part of every Kafka
+ * client dedupd creates. Callers set their own fixed properties after. */
+int dd_conf_kafka_apply(const dd_conf_t *conf, rd_kafka_conf_t *kconf,
+                        int (*skip)(const char *prop), char *errstr, size_t errstr_size);
 
 /* Parses "7d", "12h", "30m", "45s", "250ms" or a plain number of seconds into
  * milliseconds. Returns 0 or -1. */

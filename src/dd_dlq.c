@@ -29,12 +29,6 @@ static void dd_dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage, vo
         dlq->cb(rkmessage->_private, rkmessage->err, dlq->cb_arg);
 }
 
-static void dd_dlq_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    dd_log(level <= 3 ? DD_LOG_ERROR : level <= 4 ? DD_LOG_WARN : DD_LOG_DEBUG,
-           "librdkafka producer %s: %s", fac, buf);
-}
-
 /* Consumer-only properties are skipped for the producer (librdkafka would
  * only warn about them, and the log should stay quiet). */
 static int dd_dlq_consumer_only(const char *prop)
@@ -65,24 +59,15 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
     dlq->conf = conf;
     dlq->cb = cb;
     dlq->cb_arg = cb_arg;
-    for (int i = 0; i < conf->kafka.property_cnt; i++) {
-        char name[256];
-        const char *eq = strchr(conf->kafka.properties[i], '=');
-        if (!eq || dd_dlq_consumer_only(conf->kafka.properties[i]))
-            continue;
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - conf->kafka.properties[i]),
-                 conf->kafka.properties[i]);
-        rd_kafka_conf_set(kconf, name, eq + 1, err, sizeof(err));
-    }
-    if (rd_kafka_conf_set(kconf, "bootstrap.servers", conf->kafka.brokers, err, sizeof(err)) ||
-        rd_kafka_conf_set(kconf, "acks", "all", err, sizeof(err)) ||
-        rd_kafka_conf_set(kconf, "linger.ms", "5", err, sizeof(err)) ||
-        rd_kafka_conf_set(kconf, "message.timeout.ms", "30000", err, sizeof(err))) {
+    if (dd_conf_kafka_apply(conf, kconf, dd_dlq_consumer_only, err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "acks", "all", err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "linger.ms", "5", err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "message.timeout.ms", "30000", err, sizeof(err))) {
         dd_errstr_set(errstr, errstr_size, "dead-letter producer: %s", err);
         goto fail;
     }
     rd_kafka_conf_set_dr_msg_cb(kconf, dd_dlq_dr_cb);
-    rd_kafka_conf_set_log_cb(kconf, dd_dlq_log_cb);
+    rd_kafka_conf_set_log_cb(kconf, dd_log_rdkafka);
     rd_kafka_conf_set_opaque(kconf, dlq);
     dlq->rk = rd_kafka_new(RD_KAFKA_PRODUCER, kconf, err, sizeof(err));
     if (!dlq->rk) {

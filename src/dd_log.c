@@ -7,6 +7,8 @@
 
 #include "dd_key.h"
 
+#include <librdkafka/rdkafka.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -150,4 +152,11 @@ void dd_log_msg_write(dd_log_level_t level, const char *topic, int32_t partition
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     dd_log_emit(level, topic, partition, offset, biz_key, text);
+}
+
+void dd_log_rdkafka(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    dd_log(level <= 3 ? DD_LOG_ERROR : level <= 4 ? DD_LOG_WARN : DD_LOG_DEBUG,
+           "librdkafka %s %s: %s", rd_kafka_type(rk) == RD_KAFKA_CONSUMER ? "consumer" : "producer",
+           fac, buf);
 }

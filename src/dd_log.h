@@ -26,6 +26,11 @@ void dd_log_msg_write(dd_log_level_t level, const char *topic, int32_t partition
                       const char *biz_key, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* librdkafka's log callback for every client dedupd creates: its lines go
+ * through the same writer, at a level mapped from syslog's. */
+struct rd_kafka_s;
+void dd_log_rdkafka(const struct rd_kafka_s *rk, int level, const char *fac, const char *buf);
+
 #define dd_log(level, ...)                                                                         \
     do {                                                                                           \
         if ((int)(level) <= dd_log_level_cur)                                                      \

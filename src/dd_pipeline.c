@@ -38,6 +38,8 @@ struct dd_pipeline_s {
     int64_t last_finish_ms;
     uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in sh.stats */
     int lat_pending;
+    uint64_t messages;     /* consumed, each once; published by counters_flush */
+    int64_t first_poll_ms; /* when the first message was polled */
     dd_item_t *spare; /* finished items kept for reuse (see dd_item_recycle) */
     int spare_cnt;
     int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
@@ -130,9 +132,12 @@ int64_t dd_pipeline_latency_us(const dd_stats_t *s, double q)
     return 0;
 }
 
-/* Latencies are counted here without the lock and published in batches. */
-static void dd_pipeline_latency_flush(dd_pipeline_t *pl)
+/* Per-message counters (messages, latencies) are kept by the main thread
+ * without the lock and published in batches; call with sh.mu held. */
+static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
 {
+    pl->sh.stats.messages = pl->messages;
+    pl->sh.stats.first_poll_ms = pl->first_poll_ms;
     if (!pl->lat_pending)
         return;
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
@@ -310,10 +315,8 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->t_poll_us = dd_now_us();
     item->t_poll_ms = item->t_poll_us / 1000;
     pl->inflight++;
-    pthread_mutex_lock(&pl->sh.mu);
-    if (!pl->sh.stats.messages++)
-        pl->sh.stats.first_poll_ms = item->t_poll_ms;
-    pthread_mutex_unlock(&pl->sh.mu);
+    if (!pl->messages++)
+        pl->first_poll_ms = item->t_poll_ms;
     dd_pipeline_route(pl, item);
 }
 
@@ -409,7 +412,7 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     pl->sh.stats.assigned = (int)assigned;
     pl->sh.stats.last_loop_ms = now;
     pl->sh.stats.last_finish_ms = pl->last_finish_ms;
-    dd_pipeline_latency_flush(pl);
+    dd_pipeline_counters_flush(pl);
     pl->sh.stats.running = 1;
     pthread_mutex_unlock(&pl->sh.mu);
     if (now - pl->lag_refresh_ms < 2000)
@@ -636,7 +639,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
     pthread_mutex_lock(&pl->sh.mu);
     pl->sh.stats.running = 0;
     pl->sh.stats.last_finish_ms = pl->last_finish_ms;
-    dd_pipeline_latency_flush(pl);
+    dd_pipeline_counters_flush(pl);
     pl->sh.stats.inflight = pl->inflight;
     pthread_mutex_unlock(&pl->sh.mu);
     if (pl->sh.fatal) {

@@ -451,25 +451,6 @@ static int dd_replay_args(dd_replay_args_t *args, int argc, char **argv)
 
 /* ---- Kafka: the consumer and the ranges ---- */
 
-static void dd_replay_kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    dd_log(level <= 3   ? DD_LOG_ERROR
-           : level <= 4 ? DD_LOG_WARN
-                        : DD_LOG_DEBUG,
-           "librdkafka replay consumer %s: %s", fac, buf);
-}
-
-static int dd_replay_kset(rd_kafka_conf_t *kconf, const char *name, const char *value, char *errstr,
-                          size_t errstr_size)
-{
-    char err[512];
-
-    if (rd_kafka_conf_set(kconf, name, value, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
-        dd_errstr_set(errstr, errstr_size, "kafka property %s: %s", name, err);
-        return DD_ERR_CONFIG;
-    }
-    return DD_OK;
-}
 
 /* The user's properties first, then what makes replay invisible to the
  * group: its own group id (assign() needs one; it never joins), no commits,
@@ -482,21 +463,13 @@ static int dd_replay_kafka_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, c
                                            {"enable.partition.eof", "true"},
                                            {"auto.offset.reset", "earliest"}};
     char group[300];
-    int rc = DD_OK;
+    int rc;
 
-    for (int i = 0; !rc && i < conf->kafka.property_cnt; i++) {
-        char name[256];
-        const char *p = conf->kafka.properties[i], *eq = strchr(p, '=');
-        if (!eq) continue;
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - p), p);
-        rc = dd_replay_kset(kconf, name, eq + 1, errstr, errstr_size);
-    }
+    rc = dd_conf_kafka_apply(conf, kconf, NULL, errstr, errstr_size);
     snprintf(group, sizeof(group), "%s.replay", conf->kafka.group);
-    if (!rc)
-        rc = dd_replay_kset(kconf, "bootstrap.servers", conf->kafka.brokers, errstr, errstr_size);
-    if (!rc) rc = dd_replay_kset(kconf, "group.id", group, errstr, errstr_size);
+    if (!rc) rc = dd_conf_kafka_set(kconf, "group.id", group, errstr, errstr_size);
     for (size_t i = 0; !rc && i < DD_ARRAY_LEN(fixed); i++)
-        rc = dd_replay_kset(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
+        rc = dd_conf_kafka_set(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
     return rc;
 }
 
@@ -510,7 +483,7 @@ static int dd_replay_kafka_new(dd_replay_t *rp, char *errstr, size_t errstr_size
         rd_kafka_conf_destroy(kconf);
         return rc;
     }
-    rd_kafka_conf_set_log_cb(kconf, dd_replay_kafka_log);
+    rd_kafka_conf_set_log_cb(kconf, dd_log_rdkafka);
     rp->rk = rd_kafka_new(RD_KAFKA_CONSUMER, kconf, err, sizeof(err));
     if (!rp->rk) {
         rd_kafka_conf_destroy(kconf);

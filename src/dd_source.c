@@ -21,12 +21,6 @@ struct dd_source_s {
     int paused;
 };
 
-static void dd_source_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    dd_log(level <= 3 ? DD_LOG_ERROR : level <= 4 ? DD_LOG_WARN : DD_LOG_DEBUG,
-           "librdkafka consumer %s: %s", fac, buf);
-}
-
 static void dd_source_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                 rd_kafka_topic_partition_list_t *offsets, void *opaque)
 {
@@ -88,41 +82,21 @@ static void dd_source_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
-static int dd_source_set(rd_kafka_conf_t *kconf, const char *name, const char *value,
-                         char *errstr, size_t errstr_size)
-{
-    char err[512];
-
-    if (rd_kafka_conf_set(kconf, name, value, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
-        dd_errstr_set(errstr, errstr_size, "kafka property %s: %s", name, err);
-        return DD_ERR_CONFIG;
-    }
-    return DD_OK;
-}
-
 static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *errstr,
                           size_t errstr_size)
 {
-    int rc = dd_source_set(kconf, "auto.offset.reset", "earliest", errstr, errstr_size);
-
-    /* User properties come after our defaults so they can override
+    static const char *const fixed[][2] = {{"enable.auto.offset.store", "false"},
+                                           {"enable.partition.eof", "false"}};
+    /* User properties come after our default so they can override
      * auto.offset.reset; the ones that carry our guarantees come last. */
-    for (int i = 0; !rc && i < conf->kafka.property_cnt; i++) {
-        char name[256];
-        const char *p = conf->kafka.properties[i], *eq = strchr(p, '=');
-        if (!eq)
-            continue;
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - p), p);
-        rc = dd_source_set(kconf, name, eq + 1, errstr, errstr_size);
-    }
+    int rc = dd_conf_kafka_set(kconf, "auto.offset.reset", "earliest", errstr, errstr_size);
+
     if (!rc)
-        rc = dd_source_set(kconf, "bootstrap.servers", conf->kafka.brokers, errstr, errstr_size);
+        rc = dd_conf_kafka_apply(conf, kconf, NULL, errstr, errstr_size);
     if (!rc)
-        rc = dd_source_set(kconf, "group.id", conf->kafka.group, errstr, errstr_size);
-    if (!rc)
-        rc = dd_source_set(kconf, "enable.auto.offset.store", "false", errstr, errstr_size);
-    if (!rc)
-        rc = dd_source_set(kconf, "enable.partition.eof", "false", errstr, errstr_size);
+        rc = dd_conf_kafka_set(kconf, "group.id", conf->kafka.group, errstr, errstr_size);
+    for (size_t i = 0; !rc && i < DD_ARRAY_LEN(fixed); i++)
+        rc = dd_conf_kafka_set(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
     return rc;
 }
 
@@ -150,7 +124,7 @@ int dd_source_new(dd_source_t **srcp, const dd_conf_t *conf, dd_offsets_t *offs,
         free(src);
         return rc;
     }
-    rd_kafka_conf_set_log_cb(kconf, dd_source_log_cb);
+    rd_kafka_conf_set_log_cb(kconf, dd_log_rdkafka);
     rd_kafka_conf_set_rebalance_cb(kconf, dd_source_rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(kconf, dd_source_commit_cb);
     rd_kafka_conf_set_opaque(kconf, src);

@@ -217,9 +217,12 @@ static int dd_main_check_kafka(const dd_conf_t *conf)
     rd_kafka_t *rk;
     int bad = 0;
 
-    rd_kafka_conf_set(kconf, "bootstrap.servers", conf->kafka.brokers, err, sizeof(err));
-    rd_kafka_conf_set(kconf, "allow.auto.create.topics", "false", err, sizeof(err));
-    rk = rd_kafka_new(RD_KAFKA_CONSUMER, kconf, err, sizeof(err));
+    /* The user's properties too: a secured cluster needs its SASL/TLS settings. */
+    if (dd_conf_kafka_apply(conf, kconf, NULL, err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "allow.auto.create.topics", "false", err, sizeof(err)))
+        rk = NULL;
+    else
+        rk = rd_kafka_new(RD_KAFKA_CONSUMER, kconf, err, sizeof(err));
     if (!rk) {
         rd_kafka_conf_destroy(kconf);
         printf("FAIL kafka: %s\n", err);
