@@ -54,6 +54,10 @@ static int dd_claim_fail(dd_db_t *db, const char *what, char *errstr, size_t err
     return dd_db_classify(err);
 }
 
+/* Columns a taken-over row gets from the new claim. */
+static const char *const dd_claim_takeover[] = {"owner",      "lease_until", "topic",
+                                                "kpartition", "koffset",     "expire_at"};
+
 static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
                            size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
                            size_t errstr_size)
@@ -83,15 +87,17 @@ static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t 
     /* Existing rows keep their token (a no-op that still locks them) unless
      * they may be taken over: a failed row with the same request hash when
      * retry_failed is on, or a processing row whose lease ran out. Later
-     * assignments see the new claim_token, so they follow it. */
+     * assignments see the new claim_token, so they follow it: a taken-over
+     * row gets this claim's lease, message and expiry, as a new one does
+     * (the finish then only writes the outcome). */
     dd_buf_printf(sql,
                   " ON DUPLICATE KEY UPDATE claim_token = IF(request_hash = VALUES(request_hash)"
                   " AND ((status = 2 AND %d) OR (status = 0 AND lease_until < NOW(6))),"
-                  " VALUES(claim_token), claim_token),"
-                  " owner = IF(claim_token = VALUES(claim_token), VALUES(owner), owner),"
-                  " lease_until = IF(claim_token = VALUES(claim_token), VALUES(lease_until),"
-                  " lease_until)",
+                  " VALUES(claim_token), claim_token)",
                   opts->retry_failed ? 1 : 0);
+    for (size_t i = 0; i < sizeof(dd_claim_takeover) / sizeof(dd_claim_takeover[0]); i++)
+        dd_buf_printf(sql, ", %s = IF(claim_token = VALUES(claim_token), VALUES(%s), %s)",
+                      dd_claim_takeover[i], dd_claim_takeover[i], dd_claim_takeover[i]);
     if (sql->oom) {
         dd_errstr_set(errstr, errstr_size, "out of memory building the claim statement");
         return DD_ERR_FATAL;
@@ -199,38 +205,87 @@ static void dd_claim_finish_row(dd_buf_t *sql, MYSQL *mysql, const dd_claim_t *c
     dd_buf_printf(sql, ",%d,%lld,NOW(6))", (int)c->partition, (long long)c->offset);
 }
 
+/* Applied without a response: nothing per row but the key. */
+static int dd_claim_plain(const dd_claim_t *c)
+{
+    return c->result_status == DD_ROW_APPLIED && !c->response && !c->error;
+}
+
+/* Rows with a response or an error: one INSERT ... ON DUPLICATE KEY UPDATE
+ * carrying each row's values. Every row exists and is locked by this
+ * transaction, so this only updates; the insert half needs the NOT NULL
+ * columns all the same. Message and expiry were set by the claim. */
+static void dd_claim_finish_rich(dd_buf_t *sql, MYSQL *mysql, const dd_claim_opts_t *opts,
+                                 dd_claim_t **claims, size_t n)
+{
+    size_t k = 0;
+
+    dd_buf_printf(sql,
+                  "INSERT INTO `%s` (biz_key, request_hash, status, response, error, topic,"
+                  " kpartition, koffset, expire_at) VALUES ",
+                  opts->table);
+    for (size_t i = 0; i < n; i++) {
+        if (dd_claim_plain(claims[i]))
+            continue;
+        if (k++)
+            dd_buf_puts(sql, ",");
+        dd_claim_finish_row(sql, mysql, claims[i]);
+    }
+    dd_buf_puts(sql, " ON DUPLICATE KEY UPDATE status = VALUES(status),"
+                     " response = VALUES(response), error = VALUES(error),"
+                     " attempts = attempts + 1, updated_at = NOW(6)");
+}
+
+/* Applied rows without a response: one UPDATE of constants, by key. The
+ * row keeps its size (status, attempts and updated_at are fixed-width), so
+ * InnoDB updates it in place. */
+static void dd_claim_finish_plain(dd_buf_t *sql, const dd_claim_opts_t *opts,
+                                  dd_claim_t **claims, size_t n)
+{
+    size_t k = 0;
+
+    dd_buf_printf(sql,
+                  "UPDATE `%s` SET status = %d, attempts = attempts + 1, updated_at = NOW(6)"
+                  " WHERE biz_key IN (",
+                  opts->table, DD_ROW_APPLIED);
+    for (size_t i = 0; i < n; i++) {
+        if (!dd_claim_plain(claims[i]))
+            continue;
+        if (k++)
+            dd_buf_puts(sql, ",");
+        dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
+    }
+    dd_buf_puts(sql, ")");
+}
+
+/* owner, lease_until and claim_token stay as the claim set them: status
+ * alone says whether a row is still being processed, and leaving them keeps
+ * the row's size, so the update is in place. owner then tells the operator
+ * which instance applied the key. */
 int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
                     dd_buf_t *sql, char *errstr, size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(db);
 
     for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
-        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
-        dd_buf_reset(sql);
-        dd_buf_printf(sql,
-                      "INSERT INTO `%s` (biz_key, request_hash, status, response, error, topic,"
-                      " kpartition, koffset, expire_at) VALUES ",
-                      opts->table);
-        for (size_t i = 0; i < cnt; i++) {
-            if (i)
-                dd_buf_puts(sql, ",");
-            dd_claim_finish_row(sql, mysql, claims[off + i]);
+        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK, plain = 0;
+        for (size_t i = 0; i < cnt; i++)
+            plain += dd_claim_plain(claims[off + i]);
+        for (int pass = 0; pass < 2; pass++) {
+            if ((pass == 0 && plain == 0) || (pass == 1 && plain == cnt))
+                continue;
+            dd_buf_reset(sql);
+            if (pass == 0)
+                dd_claim_finish_plain(sql, opts, claims + off, cnt);
+            else
+                dd_claim_finish_rich(sql, mysql, opts, claims + off, cnt);
+            if (sql->oom) {
+                dd_errstr_set(errstr, errstr_size, "out of memory building the finish statement");
+                return DD_ERR_FATAL;
+            }
+            if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
+                return dd_claim_fail(db, "claim finish", errstr, errstr_size);
         }
-        /* Every row exists and is locked by this transaction: this only
-         * updates. One statement instead of one UPDATE per key. */
-        dd_buf_printf(sql,
-                      " ON DUPLICATE KEY UPDATE status = VALUES(status),"
-                      " response = VALUES(response), error = VALUES(error),"
-                      " attempts = attempts + 1, claim_token = NULL, owner = NULL,"
-                      " lease_until = NULL, updated_at = NOW(6),"
-                      " expire_at = NOW(6) + INTERVAL %lld SECOND",
-                      (long long)opts->ttl_s);
-        if (sql->oom) {
-            dd_errstr_set(errstr, errstr_size, "out of memory building the finish statement");
-            return DD_ERR_FATAL;
-        }
-        if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
-            return dd_claim_fail(db, "claim finish", errstr, errstr_size);
     }
     return DD_OK;
 }

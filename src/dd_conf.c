@@ -188,6 +188,9 @@ static const dd_conf_item_t dd_conf_items[] = {
              "directory."},
     {.path = "handler.config", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_AT(handler.config),
      .desc = "The handler's own settings, passed to its init() unchecked."},
+    {.path = "handler.batch", .type = DD_CT_BOOL, .def = "true", DD_AT(handler.batch),
+     .desc = "Give a handler that has handle_batch() (ABI 2) all of a transaction's messages "
+             "in one call; false: always handle() one message at a time."},
 
     DD_GROUP("dlq", "Dead-letter topic."),
     {.path = "dlq.topic", .type = DD_CT_STRING, DD_AT(dlq.topic),

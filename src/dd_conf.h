@@ -55,6 +55,7 @@ typedef struct dd_conf_s {
     struct {
         char *path; /* absolute, or relative to the config file's directory resolved */
         const config_setting_t *config; /* the handler's own group, or NULL */
+        int batch;                      /* use handle_batch() when the handler has it */
     } handler;
 
     struct {

@@ -30,6 +30,9 @@ struct dd_handler_s {
     const dedupd_handler *desc; /* static descriptor inside the plugin */
     void *state;                /* from init(), passed back to every call */
     int initialized;            /* init() succeeded: fini() is owed */
+    /* desc->handle_batch when the descriptor has that field (ABI >= 2) */
+    dedupd_status (*handle_batch)(void *, MYSQL *, const dedupd_msg *const *, size_t,
+                                  dedupd_result *);
 };
 
 typedef const dedupd_handler *(*dd_handler_entry_fn)(void);
@@ -65,13 +68,19 @@ static int dd_handler_check(dd_handler_t *h, char *errstr, size_t errstr_size)
         return DD_ERR_FATAL;
     }
     /* abi_version is the first field in every ABI version, so reading it is
-     * safe before we know the rest of the layout matches. */
-    if (h->desc->abi_version != DEDUPD_HANDLER_ABI_VERSION) {
+     * safe before we know the rest of the layout matches. Later versions
+     * only append fields, so older descriptors load and their missing
+     * fields are never read. */
+    if (h->desc->abi_version < DEDUPD_HANDLER_ABI_MIN ||
+        h->desc->abi_version > DEDUPD_HANDLER_ABI_VERSION) {
         dd_errstr_set(errstr, errstr_size,
-                      "handler %s was built for ABI version %d, this dedupd supports version %d",
-                      h->path, h->desc->abi_version, DEDUPD_HANDLER_ABI_VERSION);
+                      "handler %s was built for ABI version %d, this dedupd supports versions "
+                      "%d to %d",
+                      h->path, h->desc->abi_version, DEDUPD_HANDLER_ABI_MIN,
+                      DEDUPD_HANDLER_ABI_VERSION);
         return DD_ERR_FATAL;
     }
+    if (h->desc->abi_version >= 2) h->handle_batch = h->desc->handle_batch;
     if (!h->desc->name || !h->desc->handle) {
         dd_errstr_set(errstr, errstr_size, "handler %s: descriptor has no %s", h->path,
                       !h->desc->name ? "name" : "handle function");
@@ -184,6 +193,36 @@ dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *ms
         snprintf(res->error, sizeof(res->error), "handler %s returned invalid status %d",
                  h->desc->name, raw);
         st = DEDUPD_REJECT;
+    }
+    if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
+    return st;
+}
+
+int dd_handler_has_batch(const dd_handler_t *h)
+{
+    return h->handle_batch != NULL;
+}
+
+dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_msg *const *msgs,
+                                      size_t n, dedupd_result *res, int *broken_txn)
+{
+    dedupd_status st = DEDUPD_OK;
+    int raw;
+
+    memset(res, 0, n * sizeof(*res));
+    raw = (int)h->handle_batch(h->state, db, msgs, n, res);
+    res[0].error[sizeof(res[0].error) - 1] = '\0';
+    if (raw != DEDUPD_OK) {
+        /* Declined or failed as a batch: nothing of it will be kept. */
+        for (size_t i = 0; i < n; i++) {
+            free(res[i].response);
+            res[i].response = NULL;
+        }
+        st = raw == DEDUPD_RETRY ? DEDUPD_RETRY : DEDUPD_REJECT;
+        if (raw != DEDUPD_RETRY && raw != DEDUPD_REJECT)
+            snprintf(res[0].error, sizeof(res[0].error),
+                     "handler %s returned invalid status %d from handle_batch", h->desc->name,
+                     raw);
     }
     if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
     return st;

@@ -27,6 +27,14 @@ int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_s
  * out-of-range status is turned into DEDUPD_REJECT with an error. */
 dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
                                 dedupd_result *res, int *broken_txn);
+/* 1 when the handler has handle_batch (descriptor of ABI version >= 2). */
+int dd_handler_has_batch(const dd_handler_t *h);
+/* Calls handle_batch() with res[0..n) zeroed first. Any status but
+ * DEDUPD_OK means the batch was declined: the responses are freed and the
+ * caller rolls back and goes message by message; res[0].error says why.
+ * *broken_txn as for dd_handler_handle(). */
+dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_msg *const *msgs,
+                                      size_t n, dedupd_result *res, int *broken_txn);
 /* Calls fini and dlclose. Safe with NULL. */
 void dd_handler_destroy(dd_handler_t *h);
 

@@ -36,10 +36,22 @@ struct dd_lane_s {
     unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
     unsigned long commits;
     dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
+    /* handle_batch() arguments, batch.max_messages each */
+    dedupd_msg *msgs;
+    const dedupd_msg **msgv;
+    dedupd_result *results;
 };
 
-#define DD_LANE_TXN_RETRY (-100) /* internal: a handler asked for RETRY */
-#define DD_LANE_TXN_REDO (-101)  /* internal: run again with savepoints */
+#define DD_LANE_TXN_RETRY (-100)     /* internal: a handler asked for RETRY */
+#define DD_LANE_TXN_REDO (-101)      /* internal: run again with savepoints */
+#define DD_LANE_TXN_UNBATCHED (-102) /* internal: handle_batch declined */
+
+/* How a transaction calls the handler (see dd_lane_txn). */
+typedef enum {
+    DD_LANE_BATCHED,    /* handle_batch() once for every key the batch owns */
+    DD_LANE_OPTIMISTIC, /* handle() per message, no savepoints */
+    DD_LANE_SAVEPOINTS, /* handle() per message, each in a savepoint */
+} dd_lane_mode_t;
 
 /* ---- batch collection ---- */
 
@@ -145,6 +157,8 @@ static void dd_lane_post(dd_lane_t *lane, dd_item_t **items, size_t n, const dd_
     sh->stats.retries += delta->retries;
     sh->stats.db_errors_retriable += delta->db_errors_retriable;
     sh->stats.batches += delta->batches;
+    sh->stats.batched += delta->batched;
+    sh->stats.batch_declined += delta->batch_declined;
     sh->stats.batch_seconds_sum += delta->batch_seconds_sum;
     for (int i = 0; i < DD_BATCH_BUCKETS; i++)
         sh->stats.batch_buckets[i] += delta->batch_buckets[i];
@@ -251,6 +265,65 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
     return DD_OK;
 }
 
+/* What the handler sees of an item. */
+static void dd_lane_msg_fill(const dd_item_t *item, dedupd_msg *msg)
+{
+    const rd_kafka_message_t *rkm = item->rkm;
+
+    *msg = (dedupd_msg){
+        .topic = item->claim->topic,
+        .partition = rkm->partition,
+        .offset = rkm->offset,
+        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
+        .key = rkm->key,
+        .key_len = rkm->key_len,
+        .payload = rkm->payload,
+        .payload_len = rkm->len,
+        .json = item->json,
+        .biz_key = item->key,
+    };
+}
+
+/* The handler applied item: keep its response (taken over) for the outcome
+ * row. A response that is not UTF-8 cannot go into a utf8mb4 column. */
+static void dd_lane_applied(dd_item_t *item, char *response, dd_stats_t *d)
+{
+    dd_claim_t *c = item->claim;
+
+    if (response && !dd_utf8_valid(response, strlen(response))) {
+        dd_log_msg(DD_LOG_WARN, c->topic, item->rkm->partition, item->rkm->offset, item->key,
+                   "Handler response is not valid UTF-8; not stored.");
+        free(response);
+        response = NULL;
+    }
+    item->response = response;
+    c->response = response;
+    c->result_status = DD_ROW_APPLIED;
+    item->outcome = DD_OUT_APPLIED;
+    d->applied++;
+}
+
+/* A handler call left the connection outside the transaction: a deadlock
+ * rolled it back (retriable), or the handler ended it (a bug: fatal). */
+static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr,
+                          size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    unsigned int err = mysql_errno(mysql);
+
+    if (err && dd_db_classify(err) == DD_ERR_RETRIABLE) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err,
+                      mysql_error(mysql));
+        return DD_ERR_RETRIABLE;
+    }
+    dd_errstr_set(errstr, errstr_size,
+                  "handler %s ended the transaction (COMMIT, ROLLBACK or autocommit) "
+                  "at %s [%d] @%lld: this is a handler bug",
+                  dd_handler_name(lane->sh->h), item->claim->topic, (int)item->rkm->partition,
+                  (long long)item->rkm->offset);
+    return DD_ERR_FATAL;
+}
+
 /* safe: take a savepoint first, so REJECT can roll back just this message.
  * Without one, a REJECT (or RETRY out of attempts) returns TXN_REDO with the
  * decision recorded in lane->decided. */
@@ -262,52 +335,21 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     rd_kafka_message_t *rkm = item->rkm;
     dd_claim_t *c = item->claim;
     dedupd_result res;
-    dedupd_msg msg = {
-        .topic = c->topic,
-        .partition = rkm->partition,
-        .offset = rkm->offset,
-        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
-        .key = rkm->key,
-        .key_len = rkm->key_len,
-        .payload = rkm->payload,
-        .payload_len = rkm->len,
-        .json = item->json,
-        .biz_key = item->key,
-    };
+    dedupd_msg msg;
     int broken = 0, rc;
     dedupd_status st;
 
     rc = safe ? dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
     if (rc)
         return rc;
+    dd_lane_msg_fill(item, &msg);
     st = dd_handler_handle(lane->sh->h, mysql, &msg, &res, &broken);
     if (broken) {
-        unsigned int err = mysql_errno(mysql);
         free(res.response);
-        if (err && dd_db_classify(err) == DD_ERR_RETRIABLE) {
-            dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err,
-                          mysql_error(mysql));
-            return DD_ERR_RETRIABLE; /* e.g. a deadlock rolled the transaction back */
-        }
-        dd_errstr_set(errstr, errstr_size,
-                      "handler %s ended the transaction (COMMIT, ROLLBACK or autocommit) "
-                      "at %s [%d] @%lld: this is a handler bug",
-                      dd_handler_name(lane->sh->h), c->topic, (int)rkm->partition,
-                      (long long)rkm->offset);
-        return DD_ERR_FATAL;
+        return dd_lane_broken(lane, item, errstr, errstr_size);
     }
     if (st == DEDUPD_OK) {
-        if (res.response && !dd_utf8_valid(res.response, strlen(res.response))) {
-            dd_log_msg(DD_LOG_WARN, c->topic, rkm->partition, rkm->offset, item->key,
-                       "Handler response is not valid UTF-8; not stored.");
-            free(res.response);
-            res.response = NULL;
-        }
-        item->response = res.response;
-        c->response = res.response;
-        c->result_status = DD_ROW_APPLIED;
-        item->outcome = DD_OUT_APPLIED;
-        d->applied++;
+        dd_lane_applied(item, res.response, d);
         return DD_OK;
     }
     free(res.response);
@@ -361,8 +403,52 @@ static void dd_lane_free_responses(dd_item_t **items, size_t n)
     }
 }
 
+/* DD_LANE_BATCHED: one handle_batch() call for the first copy of every key
+ * this transaction owns. Returns DD_LANE_TXN_UNBATCHED when the handler
+ * declined (the caller rolls back and goes message by message). */
+static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_stats_t *d,
+                             char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    size_t m = 0, k = 0;
+    int broken = 0;
+    dedupd_status st;
+
+    for (size_t i = 0; i < n; i++) {
+        if (items[i]->claim != &lane->claims[i] || !items[i]->claim->mine)
+            continue;
+        dd_lane_msg_fill(items[i], &lane->msgs[m]);
+        lane->msgv[m] = &lane->msgs[m];
+        m++;
+    }
+    if (m == 0)
+        return DD_OK;
+    st = dd_handler_handle_batch(lane->sh->h, mysql, lane->msgv, m, lane->results, &broken);
+    if (broken) {
+        for (size_t j = 0; j < m; j++)
+            free(lane->results[j].response);
+        return dd_lane_broken(lane, items[0], errstr, errstr_size);
+    }
+    if (st != DEDUPD_OK) {
+        if (mysql_errno(mysql) && dd_db_classify(mysql_errno(mysql)) == DD_ERR_RETRIABLE) {
+            dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)",
+                          mysql_errno(mysql), mysql_error(mysql));
+            return DD_ERR_RETRIABLE; /* replay the batch, as one batch again */
+        }
+        dd_log(DD_LOG_DEBUG, "Lane %d: handler %s declined a batch of %zu, going message by "
+               "message: %s", lane->idx, dd_handler_name(lane->sh->h), m,
+               lane->results[0].error[0] ? lane->results[0].error : "no reason given");
+        return DD_LANE_TXN_UNBATCHED;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (items[i]->claim == &lane->claims[i] && items[i]->claim->mine)
+            dd_lane_applied(items[i], lane->results[k++].response, d);
+    d->batched += m;
+    return DD_OK;
+}
+
 /* One attempt at one transaction over items[0..n) (see dd_lane_txn). */
-static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, int safe,
+static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lane_mode_t mode,
                             long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
 {
     unsigned char token[DD_CLAIM_TOKEN_LEN];
@@ -384,13 +470,18 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, int sa
     if (!rc)
         rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token, &lane->sql,
                               errstr, errstr_size);
+    if (!rc && mode == DD_LANE_BATCHED)
+        rc = dd_lane_run_batch(lane, items, n, d, errstr, errstr_size);
     for (size_t i = 0; !rc && i < n; i++) {
         dd_item_t *item = items[i];
         int first = item->claim == &lane->claims[i];
+        if (first && item->claim->mine && mode == DD_LANE_BATCHED)
+            continue; /* applied by dd_lane_run_batch */
         if (first && item->claim->mine && item == lane->decided)
             dd_lane_record_decided(item);
         else if (first && item->claim->mine)
-            rc = dd_lane_run_handler(lane, item, safe, d, errstr, errstr_size);
+            rc = dd_lane_run_handler(lane, item, mode == DD_LANE_SAVEPOINTS, d, errstr,
+                                     errstr_size);
         else
             rc = dd_lane_judge_copy(lane, item, first, d);
         if (rc == DD_LANE_TXN_RETRY) {
@@ -430,27 +521,40 @@ rollback:
  * whose handler asked for RETRY (everything rolled back) or -1. Returns 0 or
  * a dd_err_t class.
  *
- * Savepoints cost a round trip per message and are only needed when a
- * message fails: the batch runs without them first, and when a handler
- * REJECTs (or runs out of RETRY attempts) the whole transaction is rolled
- * back and run again with a savepoint per message, that message's failure
- * recorded without calling its handler again. The committed result is what
- * the savepoint run alone gives; handlers are called again only for messages
- * whose effects were rolled back, as on a deadlock replay. */
+ * The cheapest way that gives the right result is tried first:
+ *  1. a handler with handle_batch() gets every owned message in one call;
+ *     if it declines, all is rolled back and it goes on with 2;
+ *  2. handle() per message without savepoints (they cost a round trip per
+ *     message and are only needed when a message fails);
+ *  3. when a handler REJECTs (or runs out of RETRY attempts) in 2, the
+ *     whole transaction is rolled back and run again with a savepoint per
+ *     message, that message's failure recorded without calling its handler
+ *     again.
+ * The committed result is what 3 alone gives; handlers are called again only
+ * for messages whose effects were rolled back, as on a deadlock replay. */
 static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
                        dd_stats_t *d, char *errstr, size_t errstr_size)
 {
     uint64_t retries;
-    int rc;
+    int rc = DD_LANE_TXN_UNBATCHED, declined = 0;
 
     lane->decided = NULL;
-    rc = dd_lane_txn_once(lane, items, n, 0, retry_at, d, errstr, errstr_size);
-    if (rc != DD_LANE_TXN_REDO)
-        return rc;
-    retries = d->retries; /* counted for the decided message */
-    rc = dd_lane_txn_once(lane, items, n, 1, retry_at, d, errstr, errstr_size);
-    d->retries += retries;
-    lane->decided = NULL;
+    if (lane->sh->conf->handler.batch && dd_handler_has_batch(lane->sh->h))
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_BATCHED, retry_at, d, errstr,
+                              errstr_size);
+    if (rc == DD_LANE_TXN_UNBATCHED) {
+        declined = dd_handler_has_batch(lane->sh->h) && lane->sh->conf->handler.batch;
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_OPTIMISTIC, retry_at, d, errstr,
+                              errstr_size);
+    }
+    if (rc == DD_LANE_TXN_REDO) {
+        retries = d->retries; /* counted for the decided message */
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_SAVEPOINTS, retry_at, d, errstr,
+                              errstr_size);
+        d->retries += retries;
+        lane->decided = NULL;
+    }
+    d->batch_declined += (uint64_t)declined;
     return rc;
 }
 
@@ -626,8 +730,12 @@ int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr
     lane->batch = calloc(cap, sizeof(*lane->batch));
     lane->claims = calloc(cap, sizeof(*lane->claims));
     lane->claimv = calloc(cap, sizeof(*lane->claimv));
+    lane->msgs = calloc(cap, sizeof(*lane->msgs));
+    lane->msgv = calloc(cap, sizeof(*lane->msgv));
+    lane->results = calloc(cap, sizeof(*lane->results));
     lane->cap = cap;
-    if (!lane->batch || !lane->claims || !lane->claimv) {
+    if (!lane->batch || !lane->claims || !lane->claimv || !lane->msgs || !lane->msgv ||
+        !lane->results) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
         goto fail;
@@ -674,6 +782,9 @@ void dd_lane_join(dd_lane_t *lane, dd_item_t **leftover)
     free(lane->batch);
     free(lane->claims);
     free(lane->claimv);
+    free(lane->msgs);
+    free(lane->msgv);
+    free(lane->results);
     pthread_mutex_destroy(&lane->mu);
     pthread_cond_destroy(&lane->cv);
     free(lane);

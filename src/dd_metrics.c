@@ -59,6 +59,12 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
                        s->conflicts);
     dd_metrics_counter(f, "dedupd_retries_total", "Handler RETRY results.", s->retries);
     dd_metrics_counter(f, "dedupd_batches_total", "Claim transactions committed.", s->batches);
+    dd_metrics_counter(f, "dedupd_batched_total",
+                       "Messages applied through the handler's handle_batch().", s->batched);
+    dd_metrics_counter(f, "dedupd_batch_declined_total",
+                       "handle_batch() calls the handler declined; those transactions went "
+                       "message by message.",
+                       s->batch_declined);
 
     dd_metrics_head(f, "dedupd_dead_letters_total", "counter",
                     "Dead letters acknowledged by the dead-letter topic, by reason.");

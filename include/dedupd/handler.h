@@ -1,5 +1,5 @@
 /*
- * dedupd handler ABI, version 1.
+ * dedupd handler ABI, version 2.
  *
  * A handler is a shared object exporting one symbol, dedupd_handler_v1(),
  * which returns a static descriptor. dedupd calls handle() inside the open
@@ -16,9 +16,29 @@
  *    backoff; REJECT rolls it back, records the key as failed and sends the
  *    message to the dead-letter topic with res->error as the reason.
  *
- * Compatibility: new fields are only ever appended to these structs, and
- * DEDUPD_HANDLER_ABI_VERSION changes when a change is not backward
- * compatible. dedupd refuses to load a handler built for another version.
+ * handle_batch() (optional, since ABI version 2) is the same work for many
+ * messages at once, so a handler can write them with a few multi-row
+ * statements instead of a round trip per message:
+ *  - msgs[0..n) are the messages this transaction owns (one per business
+ *    key, in the order they were consumed); res[0..n) come zeroed;
+ *  - DEDUPD_OK means every message was applied; res[i].response is message
+ *    i's snapshot (malloc'd, or NULL);
+ *  - any other status means "not as one batch": dedupd rolls the whole
+ *    transaction back (claims included) and runs the same messages through
+ *    handle(), one at a time, where each message gets its own RETRY or
+ *    REJECT. So handle() defines the semantics and handle_batch() only has
+ *    to be fast for the common case and give the same result on it; it may
+ *    decline any batch it does not want to handle (bad payload, an unusual
+ *    mix), with the reason in res[0].error for dedupd's debug log.
+ *  The rules of handle() about the transaction apply.
+ *
+ * Compatibility: the symbol's name carries the layout's generation (v1);
+ * within it, new fields are only ever appended to these structs and
+ * DEDUPD_HANDLER_ABI_VERSION goes up with each addition. dedupd loads
+ * descriptors from version 1 up to its own, and reads a field only when the
+ * descriptor's abi_version says it has it (handle_batch: version >= 2).
+ * A handler built for a newer version than dedupd's is refused at load, as
+ * is one for an unknown generation.
  */
 #ifndef DEDUPD_HANDLER_H
 #define DEDUPD_HANDLER_H
@@ -34,7 +54,8 @@
 extern "C" {
 #endif
 
-#define DEDUPD_HANDLER_ABI_VERSION 1
+#define DEDUPD_HANDLER_ABI_VERSION 2
+#define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
 
 typedef enum { DEDUPD_OK = 0, DEDUPD_RETRY = 1, DEDUPD_REJECT = 2 } dedupd_status;
 
@@ -63,6 +84,9 @@ typedef struct dedupd_handler {
     int (*migrate)(void *state, MYSQL *db, char *err, size_t errlen);                  /* optional */
     dedupd_status (*handle)(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res);
     void (*fini)(void *state); /* optional */
+    /* ---- abi_version >= 2 ---- */
+    dedupd_status (*handle_batch)(void *state, MYSQL *db, const dedupd_msg *const *msgs, size_t n,
+                                  dedupd_result *res); /* optional */
 } dedupd_handler;
 
 /* The one exported symbol. */

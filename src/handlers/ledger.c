@@ -24,6 +24,8 @@
 #include "dedupd/handler.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@
 
 typedef struct ledger_state {
     char prefix[LEDGER_PREFIX_MAX + 1];
+    atomic_int autoinc_mode; /* -1 until read (see ledger_autoinc_mode) */
 } ledger_state;
 
 /* A validated callback. Strings point into the cJSON payload. */
@@ -93,6 +96,7 @@ static int ledger_init(void **statep, const config_setting_t *conf, char *err, s
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    atomic_init(&st->autoinc_mode, -1);
     if (conf && !config_setting_is_group(conf)) {
         snprintf(err, errlen, "%s:%u: handler.config must be a group { ... }",
                  config_setting_source_file(conf) ? config_setting_source_file(conf) : "config",
@@ -300,9 +304,13 @@ static int ledger_parse(const cJSON *json, ledger_payment *p, char *err, size_t 
 
 /* ---- database --------------------------------------------------------- */
 
+/* One statement of a round trip. text is NUL-terminated. */
 typedef struct ledger_sql {
-    char text[LEDGER_SQL_MAX];
+    const char *text;
+    int want_rows;                          /* a SELECT: keep its result in rows */
+    MYSQL_RES *rows;                        /* filled in by ledger_run */
     unsigned long long affected, insert_id; /* filled in by ledger_run */
+    long long updated; /* "Duplicates:" of mysql_info(), or -1 when not given */
 } ledger_sql;
 
 /* Single-quoted, escaped literal of s (at most LEDGER_ID_MAX bytes). */
@@ -340,65 +348,106 @@ static int ledger_conn_has(MYSQL *db, unsigned long flag)
     return (caps & flag) != 0;
 }
 
-/* Collects one statement's result; fails if it produced a result set. */
+/* The "Duplicates: N" of a multi-row INSERT's info text: with ON DUPLICATE
+ * KEY UPDATE, the rows that existed and were changed. -1 when the text is
+ * missing or not in the expected (English) form. */
+static long long ledger_info_updated(const char *info)
+{
+    const char *p = info ? strstr(info, "Duplicates: ") : NULL;
+
+    return p ? strtoll(p + strlen("Duplicates: "), NULL, 10) : -1;
+}
+
+/* Collects one statement's result: a result set only where one is wanted. */
 static int ledger_collect(MYSQL *db, ledger_sql *q)
 {
     if (mysql_field_count(db) != 0) {
-        mysql_free_result(mysql_store_result(db));
-        return -1;
+        MYSQL_RES *r = mysql_store_result(db);
+        if (!q->want_rows || !r) {
+            mysql_free_result(r);
+            return -1;
+        }
+        q->rows = r;
+        return 0;
     }
+    if (q->want_rows) return -1;
     q->affected = mysql_affected_rows(db);
     q->insert_id = mysql_insert_id(db);
+    q->updated = ledger_info_updated(mysql_info(db));
     return 0;
+}
+
+static void ledger_free_rows(ledger_sql *q, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mysql_free_result(q[i].rows);
+        q[i].rows = NULL;
+    }
 }
 
 /* Runs the statements in order, stopping at the first error. With
  * multi-statements they go out in one round trip; a failing statement stops
  * the server from running the rest, and every result is read so the
- * connection is left in sync for dedupd. */
+ * connection is left in sync for dedupd. On failure mysql_errno(db) says
+ * why, unless it is 0 (out of memory, or an unexpected result). */
 static int ledger_run(MYSQL *db, ledger_sql *q, int n)
 {
-    char all[4 * LEDGER_SQL_MAX];
-    size_t len = 0;
+    size_t len = 0, off = 0;
+    char *all;
     int i, rc = 0;
 
+    for (i = 0; i < n; i++) q[i].rows = NULL;
     if (!ledger_conn_has(db, CLIENT_MULTI_STATEMENTS)) {
-        for (i = 0; i < n; i++)
-            if (mysql_query(db, q[i].text) != 0 || ledger_collect(db, &q[i]) != 0) return -1;
-        return 0;
+        for (i = 0; i < n && rc == 0; i++)
+            if (mysql_query(db, q[i].text) != 0 || ledger_collect(db, &q[i]) != 0) rc = -1;
+        if (rc) ledger_free_rows(q, n);
+        return rc;
     }
-    for (i = 0; i < n; i++)
-        len += (size_t)snprintf(all + len, sizeof(all) - len, "%s%s", i ? ";" : "", q[i].text);
-    if (mysql_real_query(db, all, (unsigned long)len) != 0) return -1;
+    for (i = 0; i < n; i++) len += strlen(q[i].text) + 1;
+    if (!(all = malloc(len + 1))) return -1;
+    for (i = 0; i < n; i++) {
+        size_t k = strlen(q[i].text);
+        if (i) all[off++] = ';';
+        memcpy(all + off, q[i].text, k);
+        off += k;
+    }
+    all[off] = '\0';
+    rc = mysql_real_query(db, all, (unsigned long)off) != 0 ? -1 : 0;
+    free(all);
+    if (rc) return -1;
     for (i = 0; i < n && rc == 0; i++) {
-        if (i > 0 && mysql_next_result(db) != 0)
-            return -1; /* the server stopped at this statement's error */
+        if (i > 0 && mysql_next_result(db) != 0) {
+            rc = -1; /* the server stopped at this statement's error */
+            break;
+        }
         rc = ledger_collect(db, &q[i]);
     }
     while (mysql_more_results(db) && mysql_next_result(db) == 0)
         mysql_free_result(mysql_store_result(db));
+    if (rc) ledger_free_rows(q, n);
     return rc;
 }
 
-/* The order's current status, for the response when our upsert did not
- * set it (the order had already left UNPAID). Our upsert holds its lock. */
-static int ledger_order_status(MYSQL *db, const char *table_sql, char *out, size_t outlen)
-{
-    MYSQL_RES *r;
-    MYSQL_ROW row;
-    int rc = -1;
+/* The three writes of one payment. A new order row goes straight to the
+ * target state; an existing one moves only from UNPAID ("create as UNPAID,
+ * then move out of UNPAID" in one statement). ODKU assigns left to right,
+ * so status must be tested last. The batch path writes the same rows with
+ * the same clauses (LEDGER_*_ODKU). */
+#define LEDGER_BALANCE_ODKU                                                                       \
+    " ON DUPLICATE KEY UPDATE balance_cents = balance_cents + VALUES(balance_cents),"             \
+    " entries = entries + VALUES(entries)"
+#define LEDGER_ORDER_ODKU                                                                         \
+    " ON DUPLICATE KEY UPDATE"                                                                    \
+    " txn_id = IF(status = 'UNPAID', VALUES(txn_id), txn_id),"                                    \
+    " amount_cents = IF(status = 'UNPAID', VALUES(amount_cents), amount_cents),"                  \
+    " status = IF(status = 'UNPAID', VALUES(status), status)"
 
-    if (mysql_query(db, table_sql) != 0 || !(r = mysql_store_result(db))) return -1;
-    if ((row = mysql_fetch_row(r)) && row[0]) {
-        snprintf(out, outlen, "%s", row[0]);
-        rc = 0;
-    }
-    mysql_free_result(r);
-    return rc;
-}
+typedef struct ledger_one_sql {
+    char text[4][LEDGER_SQL_MAX]; /* the three writes, then the status read */
+} ledger_one_sql;
 
 static void ledger_build(const ledger_state *st, MYSQL *db, const dedupd_msg *msg,
-                         const ledger_payment *p, ledger_sql q[3], char *select, size_t selectlen)
+                         const ledger_payment *p, ledger_one_sql *b)
 {
     char m[2 * LEDGER_ID_MAX + 3], o[2 * LEDGER_ID_MAX + 3], t[2 * LEDGER_ID_MAX + 3];
     char key[2 * 255 + 4];
@@ -408,26 +457,19 @@ static void ledger_build(const ledger_state *st, MYSQL *db, const dedupd_msg *ms
     ledger_quote(db, p->order_no, o);
     ledger_quote(db, p->txn_id, t);
     ledger_hex(msg->biz_key, key);
-    snprintf(q[0].text, sizeof(q[0].text),
+    snprintf(b->text[0], LEDGER_SQL_MAX,
              "INSERT INTO `%sledger_entry` (merchant_id, order_no, txn_id, amount_cents, currency,"
              " biz_key) VALUES (%s, %s, %s, %lld, '%s', %s)",
              pre, m, o, t, p->amount_cents, p->currency, key);
-    snprintf(q[1].text, sizeof(q[1].text),
+    snprintf(b->text[1], LEDGER_SQL_MAX,
              "INSERT INTO `%smerchant_balance` (merchant_id, currency, balance_cents, entries)"
-             " VALUES (%s, '%s', %lld, 1) ON DUPLICATE KEY UPDATE"
-             " balance_cents = balance_cents + VALUES(balance_cents), entries = entries + 1",
+             " VALUES (%s, '%s', %lld, 1)" LEDGER_BALANCE_ODKU,
              pre, m, p->currency, p->amount_cents);
-    /* "Create as UNPAID, then move out of UNPAID" in one statement: a new row
-     * goes straight to the target state; an existing one moves only from
-     * UNPAID. ODKU assigns left to right, so status must be tested last. */
-    snprintf(q[2].text, sizeof(q[2].text),
+    snprintf(b->text[2], LEDGER_SQL_MAX,
              "INSERT INTO `%spayment_order` (merchant_id, order_no, status, txn_id, amount_cents)"
-             " VALUES (%s, %s, '%s', %s, %lld) ON DUPLICATE KEY UPDATE"
-             " txn_id = IF(status = 'UNPAID', VALUES(txn_id), txn_id),"
-             " amount_cents = IF(status = 'UNPAID', VALUES(amount_cents), amount_cents),"
-             " status = IF(status = 'UNPAID', VALUES(status), status)",
+             " VALUES (%s, %s, '%s', %s, %lld)" LEDGER_ORDER_ODKU,
              pre, m, o, p->status, t, p->amount_cents);
-    snprintf(select, selectlen,
+    snprintf(b->text[3], LEDGER_SQL_MAX,
              "SELECT status FROM `%spayment_order` WHERE merchant_id = %s AND order_no = %s", pre,
              m, o);
 }
@@ -450,9 +492,24 @@ static void ledger_json_str(const char *s, char *out, size_t outlen)
     out[o] = '\0';
 }
 
+/* The response snapshot: the same text on the single and the batch path. */
+static char *ledger_response(unsigned long long ledger_id, const char *order_status)
+{
+    char json_status[6 * 64], resp[512];
+
+    ledger_json_str(order_status, json_status, sizeof(json_status));
+    snprintf(resp, sizeof(resp), "{\"ledger_id\":%llu,\"order_status\":\"%s\"}", ledger_id,
+             json_status);
+    return strdup(resp);
+}
+
 static dedupd_status ledger_db_fail(MYSQL *db, dedupd_result *res)
 {
-    snprintf(res->error, sizeof(res->error), "ledger: %s (%u)", mysql_error(db), mysql_errno(db));
+    if (mysql_errno(db))
+        snprintf(res->error, sizeof(res->error), "ledger: %s (%u)", mysql_error(db),
+                 mysql_errno(db));
+    else
+        snprintf(res->error, sizeof(res->error), "ledger: out of memory or unexpected result");
     return DEDUPD_RETRY;
 }
 
@@ -460,30 +517,346 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
                                    dedupd_result *res)
 {
     ledger_payment p;
-    ledger_sql q[3];
-    char select[LEDGER_SQL_MAX], status[64], json_status[6 * sizeof(status)], resp[512];
+    ledger_one_sql b;
+    ledger_sql q[4] = {{.text = b.text[0]}, {.text = b.text[1]}, {.text = b.text[2]},
+                       {.text = b.text[3], .want_rows = 1}};
+    char status[64];
     unsigned long long up;
+    MYSQL_ROW row;
 
     if (ledger_parse(msg->json, &p, res->error, sizeof(res->error)) != 0) return DEDUPD_REJECT;
     if (strlen(msg->biz_key) > 255) {
         snprintf(res->error, sizeof(res->error), "biz_key longer than 255 bytes");
         return DEDUPD_REJECT;
     }
-    ledger_build(state, db, msg, &p, q, select, sizeof(select));
+    ledger_build(state, db, msg, &p, &b);
     if (ledger_run(db, q, 3) != 0) return ledger_db_fail(db, res);
     /* Affected rows of the order upsert: 1 inserted, 2 moved from UNPAID,
      * 0 left alone. CLIENT_FOUND_ROWS reports "left alone" as 1 too, so
-     * then (and only then) 1 is ambiguous and we ask the table. */
+     * then (and only then) 1 is ambiguous and we ask the table (our upsert
+     * holds the row's lock). */
     up = q[2].affected;
-    if (up == 2 || (up == 1 && !ledger_conn_has(db, CLIENT_FOUND_ROWS)))
+    if (up == 2 || (up == 1 && !ledger_conn_has(db, CLIENT_FOUND_ROWS))) {
         snprintf(status, sizeof(status), "%s", p.status);
-    else if (ledger_order_status(db, select, status, sizeof(status)) != 0)
-        return ledger_db_fail(db, res);
-    ledger_json_str(status, json_status, sizeof(json_status));
-    snprintf(resp, sizeof(resp), "{\"ledger_id\":%llu,\"order_status\":\"%s\"}", q[0].insert_id,
-             json_status);
-    res->response = strdup(resp);
+    } else {
+        if (ledger_run(db, &q[3], 1) != 0) return ledger_db_fail(db, res);
+        row = mysql_fetch_row(q[3].rows);
+        snprintf(status, sizeof(status), "%s", row && row[0] ? row[0] : "");
+        mysql_free_result(q[3].rows);
+        if (!status[0]) {
+            snprintf(res->error, sizeof(res->error), "ledger: order row vanished");
+            return DEDUPD_RETRY;
+        }
+    }
+    res->response = ledger_response(q[0].insert_id, status);
     return DEDUPD_OK;
+}
+
+/* ---- batches --------------------------------------------------------- */
+
+/* handle_batch: the same rows as handle() for every payment, written with
+ * three statements in one round trip whatever the batch size:
+ *  - the ledger entries, one multi-row INSERT in message order; their ids
+ *    are consecutive (a multi-row INSERT with a known row count takes one
+ *    block of ids when innodb_autoinc_lock_mode is 0 or 1, the default);
+ *  - the merchant balances, summed per merchant and currency first, so a
+ *    hot merchant is one row change per batch instead of one per payment;
+ *  - the order upserts;
+ *  - a read of the orders' statuses for the responses, only when the
+ *    upsert's counts do not show that every order took its payment's
+ *    status (see ledger_orders_all_set).
+ * It declines (dedupd then calls handle() per message, which decides each
+ * one) when a payment is invalid, when an order appears twice in the batch
+ * (its second payment would see the first one's state, which the read-back
+ * cannot tell apart), or when ids may not be consecutive. Balances and
+ * orders are written in key order, so concurrent batches lock them in the
+ * same order. */
+
+typedef struct ledger_buf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} ledger_buf;
+
+static int ledger_buf_reserve(ledger_buf *b, size_t n)
+{
+    size_t cap = b->cap ? b->cap : 4096;
+    char *p;
+
+    if (b->oom) return -1;
+    if (b->len + n + 1 <= b->cap) return 0;
+    while (cap < b->len + n + 1) cap *= 2;
+    if (!(p = realloc(b->p, cap))) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void ledger_buf_printf(ledger_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || ledger_buf_reserve(b, (size_t)n) != 0) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Escaped, single-quoted literal of s. */
+static void ledger_buf_quote(ledger_buf *b, MYSQL *db, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (ledger_buf_reserve(b, 2 * n + 2) != 0) return;
+    b->p[b->len++] = '\'';
+    b->len += mysql_real_escape_string(db, b->p + b->len, s, (unsigned long)n);
+    b->p[b->len++] = '\'';
+    b->p[b->len] = '\0';
+}
+
+static void ledger_buf_hex(ledger_buf *b, const char *s)
+{
+    if (ledger_buf_reserve(b, 2 * strlen(s) + 3) != 0) return;
+    ledger_hex(s, b->p + b->len);
+    b->len += strlen(b->p + b->len);
+}
+
+/* One payment of a batch. */
+typedef struct ledger_item {
+    ledger_payment p;
+    const char *biz_key;
+    char status[4 * LEDGER_STATUS_MAX + 1]; /* read back: VARCHAR(16) of utf8mb4 */
+} ledger_item;
+
+static int ledger_cmp_order(const void *a, const void *b)
+{
+    const ledger_item *x = *(const ledger_item *const *)a, *y = *(const ledger_item *const *)b;
+    int c = strcmp(x->p.merchant_id, y->p.merchant_id);
+
+    return c ? c : strcmp(x->p.order_no, y->p.order_no);
+}
+
+static int ledger_cmp_balance(const void *a, const void *b)
+{
+    const ledger_item *x = *(const ledger_item *const *)a, *y = *(const ledger_item *const *)b;
+    int c = strcmp(x->p.merchant_id, y->p.merchant_id);
+
+    return c ? c : strcmp(x->p.currency, y->p.currency);
+}
+
+/* innodb_autoinc_lock_mode, read once per process (it is read-only). */
+static int ledger_autoinc_mode(ledger_state *st, MYSQL *db)
+{
+    ledger_sql q = {.text = "SELECT @@GLOBAL.innodb_autoinc_lock_mode", .want_rows = 1};
+    MYSQL_ROW row;
+    int mode = atomic_load(&st->autoinc_mode);
+
+    if (mode >= 0) return mode;
+    if (ledger_run(db, &q, 1) != 0) return -1;
+    row = mysql_fetch_row(q.rows);
+    mode = row && row[0] ? atoi(row[0]) : -1;
+    mysql_free_result(q.rows);
+    if (mode >= 0) atomic_store(&st->autoinc_mode, mode);
+    return mode;
+}
+
+/* Parses every payment; 0, or -1 with the reason in res[0].error. */
+static int ledger_batch_parse(const dedupd_msg *const *msgs, size_t n, ledger_item *items,
+                              dedupd_result *res)
+{
+    char why[200];
+
+    for (size_t i = 0; i < n; i++) {
+        if (ledger_parse(msgs[i]->json, &items[i].p, why, sizeof(why)) != 0 ||
+            (strlen(msgs[i]->biz_key) > 255 &&
+             snprintf(why, sizeof(why), "biz_key longer than 255 bytes") > 0)) {
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: offset %lld: %s",
+                     (long long)msgs[i]->offset, why);
+            return -1;
+        }
+        items[i].biz_key = msgs[i]->biz_key;
+    }
+    return 0;
+}
+
+static void ledger_batch_sql(const ledger_state *st, MYSQL *db, ledger_item *items,
+                             ledger_item **ord, ledger_item **bal, size_t n, ledger_buf b[4])
+{
+    const char *pre = st->prefix;
+    size_t i, j, k;
+
+    ledger_buf_printf(&b[0],
+                      "INSERT INTO `%sledger_entry` (merchant_id, order_no, txn_id, amount_cents,"
+                      " currency, biz_key) VALUES ",
+                      pre);
+    for (i = 0; i < n; i++) {
+        const ledger_payment *p = &items[i].p;
+        ledger_buf_printf(&b[0], i ? ",(" : "(");
+        ledger_buf_quote(&b[0], db, p->merchant_id);
+        ledger_buf_printf(&b[0], ",");
+        ledger_buf_quote(&b[0], db, p->order_no);
+        ledger_buf_printf(&b[0], ",");
+        ledger_buf_quote(&b[0], db, p->txn_id);
+        ledger_buf_printf(&b[0], ",%lld,'%s',", p->amount_cents, p->currency);
+        ledger_buf_hex(&b[0], items[i].biz_key);
+        ledger_buf_printf(&b[0], ")");
+    }
+    ledger_buf_printf(&b[1],
+                      "INSERT INTO `%smerchant_balance` (merchant_id, currency, balance_cents,"
+                      " entries) VALUES ",
+                      pre);
+    for (i = 0; i < n; i = j) {
+        long long sum = 0;
+        for (j = i; j < n && ledger_cmp_balance(&bal[i], &bal[j]) == 0; j++)
+            sum += bal[j]->p.amount_cents;
+        ledger_buf_printf(&b[1], i ? ",(" : "(");
+        ledger_buf_quote(&b[1], db, bal[i]->p.merchant_id);
+        ledger_buf_printf(&b[1], ",'%s',%lld,%zu)", bal[i]->p.currency, sum, j - i);
+    }
+    ledger_buf_printf(&b[1], "%s", LEDGER_BALANCE_ODKU);
+    ledger_buf_printf(&b[2],
+                      "INSERT INTO `%spayment_order` (merchant_id, order_no, status, txn_id,"
+                      " amount_cents) VALUES ",
+                      pre);
+    ledger_buf_printf(&b[3], "SELECT merchant_id, order_no, status FROM `%spayment_order` WHERE ",
+                      pre);
+    for (k = 0; k < n; k++) {
+        const ledger_payment *p = &ord[k]->p;
+        ledger_buf_printf(&b[2], k ? ",(" : "(");
+        ledger_buf_quote(&b[2], db, p->merchant_id);
+        ledger_buf_printf(&b[2], ",");
+        ledger_buf_quote(&b[2], db, p->order_no);
+        ledger_buf_printf(&b[2], ",'%s',", p->status);
+        ledger_buf_quote(&b[2], db, p->txn_id);
+        ledger_buf_printf(&b[2], ",%lld)", p->amount_cents);
+        ledger_buf_printf(&b[3], k ? " OR (merchant_id = " : "(merchant_id = ");
+        ledger_buf_quote(&b[3], db, p->merchant_id);
+        ledger_buf_printf(&b[3], " AND order_no = ");
+        ledger_buf_quote(&b[3], db, p->order_no);
+        ledger_buf_printf(&b[3], ")");
+    }
+    ledger_buf_printf(&b[2], "%s", LEDGER_ORDER_ODKU);
+}
+
+/* Matches the read-back statuses to the payments; -1 if one is missing. */
+static int ledger_batch_statuses(MYSQL_RES *rows, ledger_item **ord, size_t n)
+{
+    MYSQL_ROW row;
+    size_t found = 0;
+
+    while ((row = mysql_fetch_row(rows))) {
+        ledger_item probe = {.p = {.merchant_id = row[0], .order_no = row[1]}}, *pp = &probe;
+        ledger_item **hit;
+        if (!row[0] || !row[1] || !row[2]) continue;
+        hit = bsearch(&pp, ord, n, sizeof(*ord), ledger_cmp_order);
+        if (!hit || (*hit)->status[0]) continue;
+        snprintf((*hit)->status, sizeof((*hit)->status), "%s", row[2]);
+        found++;
+    }
+    return found == n ? 0 : -1;
+}
+
+/* 1 when every order row of the upsert was inserted (1 affected row) or
+ * moved out of UNPAID (2, counted as "Duplicates"), so each order now has
+ * its payment's status. Rows left alone count 0 and make this false; so
+ * does CLIENT_FOUND_ROWS, which counts them as 1. */
+static int ledger_orders_all_set(MYSQL *db, const ledger_sql *q, size_t n)
+{
+    return q->updated >= 0 && q->affected == n + (unsigned long long)q->updated &&
+           !ledger_conn_has(db, CLIENT_FOUND_ROWS);
+}
+
+static dedupd_status ledger_batch_write(ledger_state *st, MYSQL *db, ledger_item *items,
+                                        ledger_item **ord, ledger_item **bal, size_t n,
+                                        dedupd_result *res)
+{
+    ledger_buf b[4] = {{0}};
+    ledger_sql q[4] = {{0}};
+    dedupd_status rc = DEDUPD_RETRY;
+    int i;
+
+    ledger_batch_sql(st, db, items, ord, bal, n, b);
+    for (i = 0; i < 4; i++) {
+        if (b[i].oom) {
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+            goto out;
+        }
+        q[i].text = b[i].p;
+    }
+    q[3].want_rows = 1;
+    if (ledger_run(db, q, 3) != 0) {
+        ledger_db_fail(db, &res[0]);
+        goto out;
+    }
+    if (ledger_orders_all_set(db, &q[2], n)) {
+        for (size_t k = 0; k < n; k++)
+            snprintf(items[k].status, sizeof(items[k].status), "%s", items[k].p.status);
+    } else if (ledger_run(db, &q[3], 1) != 0) {
+        ledger_db_fail(db, &res[0]);
+        goto out;
+    }
+    if (q[0].affected != n || (q[3].rows && ledger_batch_statuses(q[3].rows, ord, n) != 0)) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: batch read-back incomplete");
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (!(res[k].response = ledger_response(q[0].insert_id + k, items[k].status))) {
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+            goto out; /* dedupd frees the responses made so far */
+        }
+    }
+    rc = DEDUPD_OK;
+out:
+    ledger_free_rows(q, 4);
+    for (i = 0; i < 4; i++) free(b[i].p);
+    return rc;
+}
+
+static dedupd_status ledger_handle_batch(void *state, MYSQL *db, const dedupd_msg *const *msgs,
+                                         size_t n, dedupd_result *res)
+{
+    ledger_state *st = state;
+    ledger_item *items = calloc(n, sizeof(*items));
+    ledger_item **ord = calloc(n, sizeof(*ord)), **bal = calloc(n, sizeof(*bal));
+    dedupd_status rc = DEDUPD_REJECT;
+    int mode;
+
+    if (!items || !ord || !bal) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+        goto out;
+    }
+    if (ledger_batch_parse(msgs, n, items, res) != 0) goto out;
+    mode = ledger_autoinc_mode(st, db);
+    if (mode < 0 || mode > 1) {
+        snprintf(res[0].error, sizeof(res[0].error),
+                 "ledger: innodb_autoinc_lock_mode is %d, batch ids may not be consecutive", mode);
+        if (mode < 0) rc = ledger_db_fail(db, &res[0]);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) ord[i] = bal[i] = &items[i];
+    qsort(ord, n, sizeof(*ord), ledger_cmp_order);
+    qsort(bal, n, sizeof(*bal), ledger_cmp_balance);
+    for (size_t i = 1; i < n; i++) {
+        if (ledger_cmp_order(&ord[i - 1], &ord[i]) == 0) {
+            snprintf(res[0].error, sizeof(res[0].error),
+                     "ledger: order %.64s appears twice in the batch", ord[i]->p.order_no);
+            goto out;
+        }
+    }
+    rc = ledger_batch_write(st, db, items, ord, bal, n, res);
+out:
+    free(items);
+    free(ord);
+    free(bal);
+    return rc;
 }
 
 static const dedupd_handler ledger_handler = {
@@ -493,6 +866,7 @@ static const dedupd_handler ledger_handler = {
     .migrate = ledger_migrate,
     .handle = ledger_handle,
     .fini = ledger_fini,
+    .handle_batch = ledger_handle_batch,
 };
 
 const dedupd_handler *dedupd_handler_v1(void)

@@ -27,8 +27,8 @@
 #   TB_HANDLER ($DD_LEDGER_SO)  TB_HANDLER_CONFIG (libconfig body of
 #   handler.config)  TB_WORKERS (2)  TB_BATCH_MAX (500)  TB_BATCH_WAIT_MS (20)
 #   TB_KAFKA_PROPS (extra librdkafka "name=value" words)  TB_DEDUP_EXTRA /
-#   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA (lines inside those
-#   groups)  TB_DLQ_TOPIC.
+#   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA / TB_HANDLER_EXTRA
+#   (lines inside those groups)  TB_DLQ_TOPIC.
 # Extra arguments after FILE are appended as top-level lines.
 
 set -euo pipefail
@@ -228,9 +228,9 @@ tb_config() {
     [[ -n "${TB_DEDUP_EXTRA:-}" ]] && echo "          $TB_DEDUP_EXTRA"
     echo "};"
     if [[ -n "${TB_HANDLER_CONFIG:-}" ]]; then
-      echo "handler = { path = $(_tb_str "$handler"); config = { $TB_HANDLER_CONFIG }; };"
+      echo "handler = { path = $(_tb_str "$handler"); ${TB_HANDLER_EXTRA:-} config = { $TB_HANDLER_CONFIG }; };"
     else
-      echo "handler = { path = $(_tb_str "$handler"); };"
+      echo "handler = { path = $(_tb_str "$handler"); ${TB_HANDLER_EXTRA:-} };"
     fi
     [[ -n "${TB_DLQ_TOPIC:-}" ]] && echo "dlq = { topic = $(_tb_str "$TB_DLQ_TOPIC"); };"
     echo "batch = { max_messages = ${TB_BATCH_MAX:-500}; max_wait_ms = ${TB_BATCH_WAIT_MS:-20}; ${TB_BATCH_EXTRA:-} };"
