@@ -54,6 +54,82 @@ static int dd_claim_fail(dd_db_t *db, const char *what, char *errstr, size_t err
     return dd_db_classify(err);
 }
 
+static dd_claim_t *dd_claim_find(dd_claim_t **claims, size_t n, const char *key, size_t len)
+{
+    dd_claim_t probe = {.key = key, .key_len = len}, *pp = &probe, **found;
+
+    found = bsearch(&pp, claims, n, sizeof(*claims), dd_claim_qcmp);
+    return found ? *found : NULL;
+}
+
+/* What the claim found, from rows of (biz_key, request_hash, status,
+ * claim_token = token, error). Every key was just inserted or locked, so a
+ * missing row means the table changed under us (dropped, truncated):
+ * replay the batch. */
+static int dd_claim_read(MYSQL_RES *res, dd_claim_t **claims, size_t n, char *errstr,
+                         size_t errstr_size)
+{
+    MYSQL_ROW row;
+    size_t seen = 0;
+
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        dd_claim_t *c = dd_claim_find(claims, n, row[0], len[0]);
+        if (!c || c->row_status >= 0)
+            continue;
+        seen++;
+        c->mine = row[3] && row[3][0] == '1';
+        c->row_status = atoi(row[2]);
+        if (len[1] == DD_HASH_LEN)
+            memcpy(c->row_hash, row[1], DD_HASH_LEN);
+        snprintf(c->row_error, sizeof(c->row_error), "%s", row[4] ? row[4] : "");
+    }
+    if (seen != n) {
+        dd_errstr_set(errstr, errstr_size, "claim read-back found %zu of %zu keys", seen, n);
+        return DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+/* The columns dd_claim_read() takes, for RETURNING or the read-back. */
+static void dd_claim_columns(dd_buf_t *sql, const unsigned char *token)
+{
+    dd_buf_puts(sql, "biz_key, request_hash, status, claim_token = ");
+    dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
+    dd_buf_puts(sql, ", error");
+}
+
+/* Without RETURNING: a second statement reads the rows back by key. */
+static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
+                             size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
+                             size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+    MYSQL_RES *res;
+    int rc;
+
+    dd_buf_reset(sql);
+    dd_buf_puts(sql, "SELECT ");
+    dd_claim_columns(sql, token);
+    dd_buf_printf(sql, " FROM `%s` WHERE biz_key IN (", opts->table);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            dd_buf_puts(sql, ",");
+        dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
+    }
+    dd_buf_puts(sql, ")");
+    if (sql->oom) {
+        dd_errstr_set(errstr, errstr_size, "out of memory building the claim read-back");
+        return DD_ERR_FATAL;
+    }
+    if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0 ||
+        !(res = mysql_store_result(mysql)))
+        return dd_claim_fail(db, "claim read-back", errstr, errstr_size);
+    rc = dd_claim_read(res, claims, n, errstr, errstr_size);
+    mysql_free_result(res);
+    return rc;
+}
+
 /* Columns a taken-over row gets from the new claim. */
 static const char *const dd_claim_takeover[] = {"owner",      "lease_until", "topic",
                                                 "kpartition", "koffset",     "expire_at"};
@@ -98,69 +174,28 @@ static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t 
     for (size_t i = 0; i < sizeof(dd_claim_takeover) / sizeof(dd_claim_takeover[0]); i++)
         dd_buf_printf(sql, ", %s = IF(claim_token = VALUES(claim_token), VALUES(%s), %s)",
                       dd_claim_takeover[i], dd_claim_takeover[i], dd_claim_takeover[i]);
+    /* RETURNING gives every row as the statement left it, inserted or
+     * not, so the claim needs no second statement to read them back. */
+    if (dd_db_has_returning(db)) {
+        dd_buf_puts(sql, " RETURNING ");
+        dd_claim_columns(sql, token);
+    }
     if (sql->oom) {
         dd_errstr_set(errstr, errstr_size, "out of memory building the claim statement");
         return DD_ERR_FATAL;
     }
     if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
         return dd_claim_fail(db, "claim insert", errstr, errstr_size);
-    return DD_OK;
-}
-
-static dd_claim_t *dd_claim_find(dd_claim_t **claims, size_t n, const char *key, size_t len)
-{
-    dd_claim_t probe = {.key = key, .key_len = len}, *pp = &probe, **found;
-
-    found = bsearch(&pp, claims, n, sizeof(*claims), dd_claim_qcmp);
-    return found ? *found : NULL;
-}
-
-static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
-                             size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
-                             size_t errstr_size)
-{
-    MYSQL *mysql = dd_db_mysql(db);
-    MYSQL_RES *res;
-    MYSQL_ROW row;
-    size_t seen = 0;
-
-    dd_buf_reset(sql);
-    dd_buf_puts(sql, "SELECT biz_key, request_hash, status, claim_token = ");
-    dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
-    dd_buf_printf(sql, ", error FROM `%s` WHERE biz_key IN (", opts->table);
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            dd_buf_puts(sql, ",");
-        dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
+    if (dd_db_has_returning(db)) {
+        MYSQL_RES *res = mysql_store_result(mysql);
+        int rc;
+        if (!res)
+            return dd_claim_fail(db, "claim insert", errstr, errstr_size);
+        rc = dd_claim_read(res, claims, n, errstr, errstr_size);
+        mysql_free_result(res);
+        return rc;
     }
-    dd_buf_puts(sql, ")");
-    if (sql->oom) {
-        dd_errstr_set(errstr, errstr_size, "out of memory building the claim read-back");
-        return DD_ERR_FATAL;
-    }
-    if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0 ||
-        !(res = mysql_store_result(mysql)))
-        return dd_claim_fail(db, "claim read-back", errstr, errstr_size);
-    while ((row = mysql_fetch_row(res))) {
-        unsigned long *len = mysql_fetch_lengths(res);
-        dd_claim_t *c = dd_claim_find(claims, n, row[0], len[0]);
-        if (!c)
-            continue;
-        seen++;
-        c->mine = row[3] && row[3][0] == '1';
-        c->row_status = atoi(row[2]);
-        if (len[1] == DD_HASH_LEN)
-            memcpy(c->row_hash, row[1], DD_HASH_LEN);
-        snprintf(c->row_error, sizeof(c->row_error), "%s", row[4] ? row[4] : "");
-    }
-    mysql_free_result(res);
-    if (seen != n) {
-        /* Every key was just inserted or locked; a missing row means the
-         * table changed under us (dropped, truncated). Replay the batch. */
-        dd_errstr_set(errstr, errstr_size, "claim read-back found %zu of %zu keys", seen, n);
-        return DD_ERR_RETRIABLE;
-    }
-    return DD_OK;
+    return dd_claim_readback(db, opts, claims, n, token, sql, errstr, errstr_size);
 }
 
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
@@ -176,8 +211,6 @@ int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **clai
     for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
         size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
         rc = dd_claim_insert(db, opts, claims + off, cnt, token, sql, errstr, errstr_size);
-        if (!rc)
-            rc = dd_claim_readback(db, opts, claims + off, cnt, token, sql, errstr, errstr_size);
         if (rc)
             return rc;
     }

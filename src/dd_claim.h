@@ -6,7 +6,8 @@
  * with the same request hash when retry_failed is on, and expired leases,
  * which take the token over. Reading back which keys carry the token tells
  * the batch what it owns: affected-row counts are per statement and cannot
- * say which rows were inserted.
+ * say which rows were inserted. On MariaDB 10.5+ the claim's own RETURNING
+ * clause gives those rows; elsewhere a SELECT by key reads them back.
  *
  * Claims must be passed sorted by key so every worker locks rows in the same
  * order (no deadlocks between workers over the same keys).

@@ -19,6 +19,7 @@
 struct dd_db_s {
     MYSQL *mysql;
     const dd_conf_t *conf;
+    int returning; /* the server has INSERT ... RETURNING */
 };
 
 int dd_db_classify(unsigned int err)
@@ -51,6 +52,21 @@ int dd_db_classify(unsigned int err)
         /* Access denied, unknown table or column, syntax: nothing a retry fixes. */
         return DD_ERR_FATAL;
     }
+}
+
+/* INSERT ... RETURNING exists in MariaDB from 10.5 on, not in MySQL.
+ * DEDUPD_TEST_FAULTS=no_returning makes dedupd act as on a server without
+ * it, so the tests cover that path too. */
+static int dd_db_server_has_returning(MYSQL *mysql)
+{
+    const char *info = mysql_get_server_info(mysql), *faults = getenv("DEDUPD_TEST_FAULTS");
+
+    if (faults && strstr(faults, "no_returning")) {
+        dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no "
+               "INSERT ... RETURNING (test fault injection).");
+        return 0;
+    }
+    return info && strstr(info, "MariaDB") && mysql_get_server_version(mysql) >= 100500;
 }
 
 static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
@@ -90,6 +106,7 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
         db->mysql = NULL;
         return err == 1045 || err == 1044 || err == 1049 ? DD_ERR_FATAL : DD_ERR_RETRIABLE;
     }
+    db->returning = dd_db_server_has_returning(db->mysql);
     return DD_OK;
 }
 
@@ -129,6 +146,11 @@ void dd_db_close(dd_db_t *db)
     if (db->mysql)
         mysql_close(db->mysql);
     free(db);
+}
+
+int dd_db_has_returning(const dd_db_t *db)
+{
+    return db->returning;
 }
 
 MYSQL *dd_db_mysql(dd_db_t *db)

@@ -28,6 +28,8 @@ int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size);
 void dd_db_close(dd_db_t *db);
 
 MYSQL *dd_db_mysql(dd_db_t *db);
+/* 1 when the connected server has INSERT ... RETURNING (MariaDB >= 10.5). */
+int dd_db_has_returning(const dd_db_t *db);
 
 /* Maps a MySQL/MariaDB error number to a dd_err_t class. */
 int dd_db_classify(unsigned int err);
