@@ -35,6 +35,7 @@ struct dd_pipeline_s {
     int nlanes;
 
     int64_t inflight;     /* items alive: polled and not yet finished */
+    int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
     int64_t last_finish_ms;
     uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in sh.stats */
     int lat_pending;
@@ -503,14 +504,39 @@ static int dd_pipeline_end_reached(dd_pipeline_t *pl, int64_t *since, int64_t *l
     return 0;
 }
 
-static void dd_pipeline_backpressure(dd_pipeline_t *pl)
-{
-    int64_t max = pl->conf->batch.max_inflight;
+/* Backpressure. At batch.max_inflight the loop stops taking messages and
+ * waits for the lanes instead; what librdkafka fetched meanwhile waits in
+ * its own queue, bounded by queued.max.messages.kbytes. Pausing the
+ * partitions would purge that queue and fetch it all again on resume (a
+ * round trip to the broker and the data twice), which at the limit, where a
+ * busy pipeline sits all the time, costs most of the throughput. So pausing
+ * is kept for a pipeline stuck at the limit for DD_PIPELINE_PAUSE_AFTER_MS:
+ * then polling goes on, for the group's sake (membership, rebalances), but
+ * delivers nothing until half the messages are done. Returns 1 when this
+ * turn must not poll. */
+#define DD_PIPELINE_PAUSE_AFTER_MS 1000
 
-    if (!dd_source_paused(pl->src) && pl->inflight >= max)
-        dd_source_pause(pl->src, 1);
-    else if (dd_source_paused(pl->src) && pl->inflight <= max / 2)
-        dd_source_pause(pl->src, 0);
+static int dd_pipeline_backpressure(dd_pipeline_t *pl)
+{
+    int64_t max = pl->conf->batch.max_inflight, now;
+
+    if (pl->inflight < max) {
+        pl->full_since_ms = 0;
+        if (dd_source_paused(pl->src) && pl->inflight <= max / 2)
+            dd_source_pause(pl->src, 0);
+        return 0;
+    }
+    if (dd_source_paused(pl->src))
+        return 0;
+    now = dd_now_ms();
+    if (!pl->full_since_ms)
+        pl->full_since_ms = now;
+    if (now - pl->full_since_ms < DD_PIPELINE_PAUSE_AFTER_MS)
+        return 1;
+    dd_log(DD_LOG_INFO, "%lld messages in flight for %d ms: pausing consumption until half "
+           "of them are done.", (long long)pl->inflight, DD_PIPELINE_PAUSE_AFTER_MS);
+    dd_source_pause(pl->src, 1);
+    return 0;
 }
 
 static int dd_pipeline_start(dd_pipeline_t *pl, int exit_at_end, char *errstr,
@@ -614,7 +640,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
             }
             break;
         }
-        dd_pipeline_backpressure(pl);
+        if (dd_pipeline_backpressure(pl)) {
+            dd_pipeline_drain(pl, 20); /* wait for the lanes, not the broker */
+            continue;
+        }
         rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
         /* Take a burst of already fetched messages per turn: the bookkeeping
          * above walks every partition and need not run for each message. */

@@ -87,9 +87,20 @@ static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *e
 {
     static const char *const fixed[][2] = {{"enable.auto.offset.store", "false"},
                                            {"enable.partition.eof", "false"}};
-    /* User properties come after our default so they can override
-     * auto.offset.reset; the ones that carry our guarantees come last. */
-    int rc = dd_conf_kafka_set(kconf, "auto.offset.reset", "earliest", errstr, errstr_size);
+    /* Defaults, before the user's properties so those can override them:
+     * earliest for a new group, and a smaller prefetch queue than
+     * librdkafka's (64 MB, 100,000 messages a partition), so memory stays
+     * bounded whatever the topic and partition count. dedupd's own bound is
+     * batch.max_inflight; this queue is where fetched messages wait while
+     * the pipeline is at it. User properties come next; the ones that carry
+     * our guarantees come last. */
+    static const char *const defaults[][2] = {{"auto.offset.reset", "earliest"},
+                                              {"queued.max.messages.kbytes", "16384"},
+                                              {"queued.min.messages", "20000"}};
+    int rc = 0;
+
+    for (size_t i = 0; !rc && i < DD_ARRAY_LEN(defaults); i++)
+        rc = dd_conf_kafka_set(kconf, defaults[i][0], defaults[i][1], errstr, errstr_size);
 
     if (!rc)
         rc = dd_conf_kafka_apply(conf, kconf, NULL, errstr, errstr_size);
