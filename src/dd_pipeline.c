@@ -26,6 +26,7 @@ struct dd_pipeline_s {
     dd_key_tmpl_t *tmpl;
     dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
     dd_hash_spec_t *hspec;
+    dd_parse_pool_t *pool; /* where items' parsed payloads live */
     char owner[128];
 
     dd_offsets_t *offs;
@@ -63,10 +64,9 @@ const char *dd_reason2str(dd_reason_t reason)
 
 /* ---- items ---- */
 
-static void dd_item_free(dd_item_t *item)
+static void dd_item_free(dd_pipeline_t *pl, dd_item_t *item)
 {
-    if (item->json)
-        cJSON_Delete(item->json);
+    dd_parse_release(pl->pool, item->json);
     if (item->rkm)
         rd_kafka_message_destroy(item->rkm);
     free(item->response);
@@ -82,11 +82,10 @@ static void dd_item_free(dd_item_t *item)
 static void dd_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
 {
     if (pl->spare_cnt >= DD_ITEM_SPARE_MAX) {
-        dd_item_free(item);
+        dd_item_free(pl, item);
         return;
     }
-    if (item->json)
-        cJSON_Delete(item->json);
+    dd_parse_release(pl->pool, item->json);
     if (item->rkm)
         rd_kafka_message_destroy(item->rkm);
     free(item->response);
@@ -273,8 +272,9 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
     size_t lane_len = 0;
     uint32_t h;
 
-    if (dd_parse_message(pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json, item->key,
-                         &item->key_len, &reason, item->error, sizeof(item->error)) != DD_OK)
+    if (dd_parse_message_into(pl->pool, pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json,
+                              item->key, &item->key_len, &reason, item->error,
+                              sizeof(item->error)) != DD_OK)
         return dd_pipeline_reject(pl, item, reason);
     /* The lane key's fields are fields of the business key (checked at load),
      * so every copy of a key goes to the same lane. */
@@ -567,7 +567,7 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
     for (; leftover; leftover = next) {
         next = leftover->next;
         pl->inflight--;
-        dd_item_free(leftover);
+        dd_item_free(pl, leftover);
     }
 }
 
@@ -687,6 +687,8 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     if (!rc)
         rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
+    if (!rc)
+        rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
     if (rc) {
         dd_pipeline_destroy(pl);
         return DD_ERR_CONFIG;
@@ -730,7 +732,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_dlq_destroy(pl->dlq);
     for (; pl->dlq_retry; pl->dlq_retry = next) {
         next = pl->dlq_retry->next;
-        dd_item_free(pl->dlq_retry);
+        dd_item_free(pl, pl->dlq_retry);
     }
     for (; pl->spare; pl->spare = next) {
         next = pl->spare->next;
@@ -741,6 +743,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_key_tmpl_destroy(pl->tmpl);
     dd_key_tmpl_destroy(pl->lane_tmpl);
     dd_hash_spec_destroy(pl->hspec);
+    dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
     pthread_mutex_destroy(&pl->sh.mu);
     pthread_cond_destroy(&pl->sh.cv);
     free(pl);
