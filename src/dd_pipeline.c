@@ -276,6 +276,12 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
                               item->key, &item->key_len, &reason, item->error,
                               sizeof(item->error)) != DD_OK)
         return dd_pipeline_reject(pl, item, reason);
+    /* Hashed here, while the freshly parsed tree is still in this core's
+     * cache: in a lane every node is a cache miss, which made hashing there
+     * cost several times more. The lane skips hashed items; on failure it
+     * tries again itself, as before. */
+    if (dd_key_hash(pl->hspec, item->json, item->hash) == DD_OK)
+        item->hashed = 1;
     /* The lane key's fields are fields of the business key (checked at load),
      * so every copy of a key goes to the same lane. */
     if (pl->lane_tmpl && dd_key_render(pl->lane_tmpl, item->json, lane_key, &lane_len, why,
