@@ -145,11 +145,10 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
     pl->lat_pending = 0;
 }
 
-/* The item's offset may move: mark it in its partition's watermark. */
-static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item)
+/* The item's offset may move: mark it in its partition's watermark.
+ * now_us: the time it finished, read once for everything drained together. */
+static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
 {
-    int64_t now_us = dd_now_us();
-
     if (item->pt && item->epoch == item->pt->epoch)
         dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
@@ -191,7 +190,7 @@ static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_a
         pthread_mutex_lock(&pl->sh.mu);
         pl->sh.stats.dead_letters[item->reason]++;
         pthread_mutex_unlock(&pl->sh.mu);
-        dd_pipeline_finish(pl, item);
+        dd_pipeline_finish(pl, item, dd_now_us());
         return;
     }
     /* Not acknowledged: the offset must not move. Send it again later. */
@@ -221,15 +220,17 @@ static void dd_pipeline_resend_dlq(dd_pipeline_t *pl)
 static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
 {
     dd_item_t *list, *next;
+    int64_t now_us;
 
     list = dd_lane_take_done(&pl->sh, wait_ms);
+    now_us = list ? dd_now_us() : 0;
 
     for (; list; list = next) {
         next = list->next;
         if (list->outcome == DD_OUT_DLQ)
             dd_pipeline_send_dlq(pl, list);
         else
-            dd_pipeline_finish(pl, list);
+            dd_pipeline_finish(pl, list, now_us);
     }
     if (!pl->dlq)
         return;
