@@ -631,19 +631,38 @@ static size_t dd_canon_escape(unsigned char c, char esc[6])
     return 6;
 }
 
+/* 1 for the bytes a string copies as they are; 0 for the end (NUL) and for
+ * those needing an escape: '"', '\\' and the controls below 0x20. A table,
+ * because this scan runs over every string byte of every message. */
+#define DD_CANON_PLAIN16(b) 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+static const unsigned char dd_canon_plain[] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00: NUL, controls */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10: controls */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20: '"' */
+    DD_CANON_PLAIN16(0x30), DD_CANON_PLAIN16(0x40),
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50: '\\' */
+    DD_CANON_PLAIN16(0x60), DD_CANON_PLAIN16(0x70), DD_CANON_PLAIN16(0x80),
+    DD_CANON_PLAIN16(0x90), DD_CANON_PLAIN16(0xa0), DD_CANON_PLAIN16(0xb0),
+    DD_CANON_PLAIN16(0xc0), DD_CANON_PLAIN16(0xd0), DD_CANON_PLAIN16(0xe0),
+    DD_CANON_PLAIN16(0xf0)};
+#undef DD_CANON_PLAIN16
+_Static_assert(sizeof(dd_canon_plain) == 256, "one entry per byte value");
+
 /* Copies runs of bytes that need no escape in one go. */
 static void dd_canon_string(dd_canon_t *cw, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : ""), *run = p;
 
     dd_canon_putc(cw, '"');
-    for (; *p; p++) {
+    for (;;) {
         char esc[6];
 
-        if (*p >= 0x20 && *p != '"' && *p != '\\') continue;
+        while (dd_canon_plain[*p])
+            p++;
+        if (!*p) break;
         dd_canon_put(cw, run, (size_t)(p - run));
         dd_canon_put(cw, esc, dd_canon_escape(*p, esc));
-        run = p + 1;
+        run = ++p;
     }
     dd_canon_put(cw, run, (size_t)(p - run));
     dd_canon_putc(cw, '"');
@@ -666,7 +685,13 @@ static void dd_canon_number(dd_canon_t *cw, double x)
 
 static int dd_canon_name_cmp(const cJSON *a, const cJSON *b)
 {
-    return strcmp(a->string ? a->string : "", b->string ? b->string : "");
+    const unsigned char *x = (const unsigned char *)(a->string ? a->string : "");
+    const unsigned char *y = (const unsigned char *)(b->string ? b->string : "");
+
+    /* Member names mostly differ in their first byte: settle those without
+     * a call. strcmp compares as unsigned char too. */
+    if (*x != *y || !*x) return (int)*x - (int)*y;
+    return strcmp((const char *)x + 1, (const char *)y + 1);
 }
 
 static void dd_canon_isort(const cJSON **kids, size_t n)

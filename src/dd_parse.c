@@ -5,8 +5,199 @@
 #include "dd_parse.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 
 #include "dd_common.h"
+
+/*
+ * The parse pool (see dd_parse.h)
+ */
+
+#define DD_PARSE_CHUNK (64 * 1024)
+#define DD_PARSE_CHUNKS_MIN 32
+#define DD_PARSE_CHUNKS_MAX 4096 /* 256 MiB; chunk numbers fit a uint16_t */
+#define DD_PARSE_ALIGN 16        /* what malloc guarantees, so cJSON cannot tell */
+
+struct dd_parse_pool_s {
+    char *base;
+    size_t chunk_cnt;
+    uint32_t *refs;     /* trees alive in each chunk */
+    uint16_t *free_idx; /* stack of chunks without trees, cur excluded */
+    size_t free_cnt;
+    long cur;    /* chunk being filled, or -1 */
+    size_t used; /* bytes of cur handed out */
+    int overflow; /* the parse in progress ran out of room in cur */
+};
+
+/* The live pool's region, for the free hook (any thread), and the pool the
+ * calling thread is parsing into right now, for the malloc hook. */
+static char *dd_parse_region;
+static size_t dd_parse_region_len;
+static __thread dd_parse_pool_t *dd_parse_active;
+
+static int dd_parse_in_region(const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)dd_parse_region < dd_parse_region_len;
+}
+
+static void *dd_parse_hook_malloc(size_t size)
+{
+    dd_parse_pool_t *pool = dd_parse_active;
+    size_t n = (size + DD_PARSE_ALIGN - 1) & ~(size_t)(DD_PARSE_ALIGN - 1);
+    char *p;
+
+    if (!pool)
+        return malloc(size);
+    if (n < size || n > DD_PARSE_CHUNK - pool->used) {
+        pool->overflow = 1; /* cJSON fails the parse; dd_parse_tree tries again */
+        return NULL;
+    }
+    p = pool->base + (size_t)pool->cur * DD_PARSE_CHUNK + pool->used;
+    pool->used += n;
+    return p;
+}
+
+/* Pooled memory goes back with its chunk (dd_parse_release), so cJSON
+ * freeing part of a pooled tree (a failed parse) is simply nothing to do. */
+static void dd_parse_hook_free(void *p)
+{
+    if (!dd_parse_in_region(p))
+        free(p);
+}
+
+int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr,
+                      size_t errstr_size)
+{
+    cJSON_Hooks hooks = {dd_parse_hook_malloc, dd_parse_hook_free};
+    dd_parse_pool_t *pool;
+    int64_t chunks = max_trees / (DD_PARSE_CHUNK / 4096);
+
+    *poolp = NULL;
+    if (dd_parse_region) {
+        dd_errstr_set(errstr, errstr_size, "a parse pool exists already");
+        return DD_ERR_ARG;
+    }
+    chunks = chunks < DD_PARSE_CHUNKS_MIN   ? DD_PARSE_CHUNKS_MIN
+             : chunks > DD_PARSE_CHUNKS_MAX ? DD_PARSE_CHUNKS_MAX
+                                            : chunks;
+    pool = calloc(1, sizeof(*pool));
+    if (pool) {
+        pool->chunk_cnt = (size_t)chunks;
+        pool->refs = calloc(pool->chunk_cnt, sizeof(*pool->refs));
+        pool->free_idx = calloc(pool->chunk_cnt, sizeof(*pool->free_idx));
+        /* Reserved, not committed: untouched chunks cost no memory. */
+        pool->base = mmap(NULL, pool->chunk_cnt * DD_PARSE_CHUNK, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    }
+    if (!pool || !pool->refs || !pool->free_idx || pool->base == MAP_FAILED) {
+        if (pool && pool->base == MAP_FAILED)
+            pool->base = NULL;
+        dd_parse_pool_destroy(pool);
+        dd_errstr_set(errstr, errstr_size, "out of memory for the parse pool");
+        return DD_ERR_NOMEM;
+    }
+    /* Chunk 0 on top: the low chunks are reused first and stay warm. */
+    for (size_t i = 0; i < pool->chunk_cnt; i++)
+        pool->free_idx[i] = (uint16_t)(pool->chunk_cnt - 1 - i);
+    pool->free_cnt = pool->chunk_cnt;
+    pool->cur = -1;
+    dd_parse_region = pool->base;
+    dd_parse_region_len = pool->chunk_cnt * DD_PARSE_CHUNK;
+    cJSON_InitHooks(&hooks);
+    *poolp = pool;
+    return DD_OK;
+}
+
+void dd_parse_pool_destroy(dd_parse_pool_t *pool)
+{
+    if (!pool)
+        return;
+    if (pool->base) {
+        if (dd_parse_region == pool->base) {
+            dd_parse_region = NULL;
+            dd_parse_region_len = 0;
+        }
+        munmap(pool->base, pool->chunk_cnt * DD_PARSE_CHUNK);
+    }
+    free(pool->refs);
+    free(pool->free_idx);
+    free(pool);
+}
+
+/* Makes cur a chunk with need bytes left: cur itself when it has them or
+ * holds no tree (it starts over), else an empty chunk. -1: none is free.
+ * A chunk left with trees in it is freed by the release of its last one. */
+static int dd_parse_pool_room(dd_parse_pool_t *pool, size_t need)
+{
+    if (pool->cur >= 0 && pool->refs[pool->cur] == 0)
+        pool->used = 0;
+    if (pool->cur >= 0 && need <= DD_PARSE_CHUNK - pool->used)
+        return 0;
+    if (!pool->free_cnt) {
+        pool->cur = -1;
+        return -1;
+    }
+    pool->cur = pool->free_idx[--pool->free_cnt];
+    pool->used = 0;
+    return 0;
+}
+
+static cJSON *dd_parse_pool_try(dd_parse_pool_t *pool, const char *text, size_t len,
+                                const char **end)
+{
+    cJSON *json;
+
+    pool->overflow = 0;
+    dd_parse_active = pool;
+    json = cJSON_ParseWithLengthOpts(text, len, end, 0);
+    dd_parse_active = NULL;
+    if (json)
+        pool->refs[pool->cur]++;
+    return json;
+}
+
+/* Parses into the pool when it has room, else on the heap. Trees take about
+ * 6 bytes per payload byte (a 64-byte node per value plus its strings);
+ * 8 leaves a margin, and a tree that still does not fit is parsed again in
+ * an empty chunk, then on the heap. The result is the same either way. */
+static cJSON *dd_parse_tree(dd_parse_pool_t *pool, const char *text, size_t len, const char **end)
+{
+    size_t need = len < DD_PARSE_CHUNK ? 8 * len + 256 : DD_PARSE_CHUNK + 1;
+    cJSON *json;
+
+    if (pool && need <= DD_PARSE_CHUNK && dd_parse_pool_room(pool, need) == 0) {
+        size_t used_before = pool->used;
+        json = dd_parse_pool_try(pool, text, len, end);
+        if (json || !pool->overflow)
+            return json;
+        if (used_before > 0 && dd_parse_pool_room(pool, DD_PARSE_CHUNK) == 0) {
+            json = dd_parse_pool_try(pool, text, len, end);
+            if (json || !pool->overflow)
+                return json;
+        }
+    }
+    return cJSON_ParseWithLengthOpts(text, len, end, 0);
+}
+
+void dd_parse_release(dd_parse_pool_t *pool, cJSON *json)
+{
+    size_t idx;
+
+    if (!json)
+        return;
+    if (!pool || (uintptr_t)json - (uintptr_t)pool->base >= pool->chunk_cnt * DD_PARSE_CHUNK) {
+        cJSON_Delete(json);
+        return;
+    }
+    idx = (size_t)((char *)json - pool->base) / DD_PARSE_CHUNK;
+    if (--pool->refs[idx] == 0 && (long)idx != pool->cur)
+        pool->free_idx[pool->free_cnt++] = (uint16_t)idx;
+}
+
+/*
+ * Parsing
+ */
 
 static int dd_parse_only_space(const char *p, const char *end)
 {
@@ -16,7 +207,8 @@ static int dd_parse_only_space(const char *p, const char *end)
 }
 
 /* Strict JSON: valid UTF-8, one value, nothing but whitespace after it. */
-static cJSON *dd_parse_json(const void *payload, size_t len, char *errstr, size_t errstr_size)
+static cJSON *dd_parse_json(dd_parse_pool_t *pool, const void *payload, size_t len, char *errstr,
+                            size_t errstr_size)
 {
     const char *text = payload, *end = NULL;
     cJSON *json;
@@ -29,12 +221,12 @@ static cJSON *dd_parse_json(const void *payload, size_t len, char *errstr, size_
         dd_errstr_set(errstr, errstr_size, "payload is not valid UTF-8");
         return NULL;
     }
-    json = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    json = dd_parse_tree(pool, text, len, &end);
     if (json && !dd_parse_only_space(end, text + len)) {
         /* cJSON stops after the first value: "{...}}" or "null," are not JSON. */
         dd_errstr_set(errstr, errstr_size, "invalid JSON: trailing data at byte %ld",
                       (long)(end - text));
-        cJSON_Delete(json);
+        dd_parse_release(pool, json);
         return NULL;
     }
     if (!json) {
@@ -50,6 +242,15 @@ int dd_parse_message(const dd_conf_t *conf, const dd_key_tmpl_t *tmpl, const voi
                      size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1], size_t *key_len,
                      dd_reason_t *reason, char *errstr, size_t errstr_size)
 {
+    return dd_parse_message_into(NULL, conf, tmpl, payload, len, jsonp, key, key_len, reason,
+                                 errstr, errstr_size);
+}
+
+int dd_parse_message_into(dd_parse_pool_t *pool, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
+                          const void *payload, size_t len, cJSON **jsonp,
+                          char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
+                          char *errstr, size_t errstr_size)
+{
     dd_key_status_t ks;
 
     *jsonp = NULL;
@@ -60,7 +261,7 @@ int dd_parse_message(const dd_conf_t *conf, const dd_key_tmpl_t *tmpl, const voi
         *reason = DD_REASON_PAYLOAD_TOO_LARGE;
         return DD_ERR_PERMANENT;
     }
-    *jsonp = dd_parse_json(payload, len, errstr, errstr_size);
+    *jsonp = dd_parse_json(pool, payload, len, errstr, errstr_size);
     if (!*jsonp) {
         *reason = DD_REASON_BAD_JSON;
         return DD_ERR_PERMANENT;
@@ -69,7 +270,7 @@ int dd_parse_message(const dd_conf_t *conf, const dd_key_tmpl_t *tmpl, const voi
     if (ks != DD_KEY_OK) {
         *key_len = 0; /* no usable business key */
         key[0] = '\0';
-        cJSON_Delete(*jsonp);
+        dd_parse_release(pool, *jsonp);
         *jsonp = NULL;
         *reason = ks == DD_KEY_MISSING ? DD_REASON_KEY_MISSING : DD_REASON_KEY_TOO_LONG;
         return DD_ERR_PERMANENT;

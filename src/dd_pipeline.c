@@ -26,6 +26,7 @@ struct dd_pipeline_s {
     dd_key_tmpl_t *tmpl;
     dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
     dd_hash_spec_t *hspec;
+    dd_parse_pool_t *pool; /* where items' parsed payloads live */
     char owner[128];
 
     dd_offsets_t *offs;
@@ -64,10 +65,9 @@ const char *dd_reason2str(dd_reason_t reason)
 
 /* ---- items ---- */
 
-static void dd_item_free(dd_item_t *item)
+static void dd_item_free(dd_pipeline_t *pl, dd_item_t *item)
 {
-    if (item->json)
-        cJSON_Delete(item->json);
+    dd_parse_release(pl->pool, item->json);
     if (item->rkm)
         rd_kafka_message_destroy(item->rkm);
     free(item->response);
@@ -83,11 +83,10 @@ static void dd_item_free(dd_item_t *item)
 static void dd_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
 {
     if (pl->spare_cnt >= DD_ITEM_SPARE_MAX) {
-        dd_item_free(item);
+        dd_item_free(pl, item);
         return;
     }
-    if (item->json)
-        cJSON_Delete(item->json);
+    dd_parse_release(pl->pool, item->json);
     if (item->rkm)
         rd_kafka_message_destroy(item->rkm);
     free(item->response);
@@ -147,11 +146,10 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
     pl->lat_pending = 0;
 }
 
-/* The item's offset may move: mark it in its partition's watermark. */
-static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item)
+/* The item's offset may move: mark it in its partition's watermark.
+ * now_us: the time it finished, read once for everything drained together. */
+static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
 {
-    int64_t now_us = dd_now_us();
-
     if (item->pt && item->epoch == item->pt->epoch)
         dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
@@ -193,7 +191,7 @@ static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_a
         pthread_mutex_lock(&pl->sh.mu);
         pl->sh.stats.dead_letters[item->reason]++;
         pthread_mutex_unlock(&pl->sh.mu);
-        dd_pipeline_finish(pl, item);
+        dd_pipeline_finish(pl, item, dd_now_us());
         return;
     }
     /* Not acknowledged: the offset must not move. Send it again later. */
@@ -223,15 +221,17 @@ static void dd_pipeline_resend_dlq(dd_pipeline_t *pl)
 static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
 {
     dd_item_t *list, *next;
+    int64_t now_us;
 
     list = dd_lane_take_done(&pl->sh, wait_ms);
+    now_us = list ? dd_now_us() : 0;
 
     for (; list; list = next) {
         next = list->next;
         if (list->outcome == DD_OUT_DLQ)
             dd_pipeline_send_dlq(pl, list);
         else
-            dd_pipeline_finish(pl, list);
+            dd_pipeline_finish(pl, list, now_us);
     }
     if (!pl->dlq)
         return;
@@ -274,9 +274,16 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
     size_t lane_len = 0;
     uint32_t h;
 
-    if (dd_parse_message(pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json, item->key,
-                         &item->key_len, &reason, item->error, sizeof(item->error)) != DD_OK)
+    if (dd_parse_message_into(pl->pool, pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json,
+                              item->key, &item->key_len, &reason, item->error,
+                              sizeof(item->error)) != DD_OK)
         return dd_pipeline_reject(pl, item, reason);
+    /* Hashed here, while the freshly parsed tree is still in this core's
+     * cache: in a lane every node is a cache miss, which made hashing there
+     * cost several times more. The lane skips hashed items; on failure it
+     * tries again itself, as before. */
+    if (dd_key_hash(pl->hspec, item->json, item->hash) == DD_OK)
+        item->hashed = 1;
     /* The lane key's fields are fields of the business key (checked at load),
      * so every copy of a key goes to the same lane. */
     if (pl->lane_tmpl && dd_key_render(pl->lane_tmpl, item->json, lane_key, &lane_len, why,
@@ -593,7 +600,7 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
     for (; leftover; leftover = next) {
         next = leftover->next;
         pl->inflight--;
-        dd_item_free(leftover);
+        dd_item_free(pl, leftover);
     }
 }
 
@@ -716,6 +723,8 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     if (!rc)
         rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
+    if (!rc)
+        rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
     if (rc) {
         dd_pipeline_destroy(pl);
         return DD_ERR_CONFIG;
@@ -759,7 +768,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_dlq_destroy(pl->dlq);
     for (; pl->dlq_retry; pl->dlq_retry = next) {
         next = pl->dlq_retry->next;
-        dd_item_free(pl->dlq_retry);
+        dd_item_free(pl, pl->dlq_retry);
     }
     for (; pl->spare; pl->spare = next) {
         next = pl->spare->next;
@@ -770,6 +779,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_key_tmpl_destroy(pl->tmpl);
     dd_key_tmpl_destroy(pl->lane_tmpl);
     dd_hash_spec_destroy(pl->hspec);
+    dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
     pthread_mutex_destroy(&pl->sh.mu);
     pthread_cond_destroy(&pl->sh.cv);
     free(pl);

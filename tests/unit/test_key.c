@@ -303,6 +303,55 @@ START_TEST(test_canonical_strings)
 }
 END_TEST
 
+/* Every byte value in a string and in a member name: controls, '"' and
+ * '\\' escaped, everything else (DEL, bytes >= 0x80) copied. Names sort
+ * bytewise as unsigned, a prefix first, whether or not the first byte
+ * decides. */
+START_TEST(test_canonical_all_bytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    char raw[256], want[2048], *out = NULL;
+    size_t w = 0;
+    cJSON *json = cJSON_CreateObject();
+    const char *names[] = {"\xff", "b", "ab", "a", "", "\x80", "aa", "B"};
+
+    for (int c = 1; c < 256; c++)
+        raw[c - 1] = (char)c;
+    raw[255] = '\0';
+    cJSON_AddStringToObject(json, "s", raw);
+    cJSON_AddNumberToObject(json, raw, 1);
+    for (size_t i = 0; i < DD_ARRAY_LEN(names); i++)
+        cJSON_AddNumberToObject(json, names[i], (double)i);
+    w += (size_t)sprintf(want, "{\"\":4,");
+    for (int pass = 0; pass < 2; pass++) {
+        want[w++] = '"';
+        for (int c = 1; c < 256; c++) {
+            const char *short_esc = strchr("\"\\\b\f\n\r\t", c);
+            if (c == '"' || c == '\\') {
+                want[w++] = '\\';
+                want[w++] = (char)c;
+            } else if (c < 0x20 && short_esc) {
+                want[w++] = '\\';
+                want[w++] = "\"\\bfnrt"[short_esc - "\"\\\b\f\n\r\t"];
+            } else if (c < 0x20) {
+                w += (size_t)sprintf(want + w, "\\u00%c%c", hex[c >> 4], hex[c & 15]);
+            } else {
+                want[w++] = (char)c;
+            }
+        }
+        want[w++] = '"';
+        w += (size_t)sprintf(want + w, pass == 0 ? ":1," : "");
+        if (pass == 0) /* the names after "\x01...", in byte order */
+            w += (size_t)sprintf(want + w, "\"B\":7,\"a\":3,\"aa\":6,\"ab\":2,\"b\":1,\"s\":");
+    }
+    w += (size_t)sprintf(want + w, ",\"\x80\":5,\"\xff\":0}");
+    ck_assert_int_eq(dd_json_canonical(json, &out, NULL), 0);
+    ck_assert_str_eq(out, want);
+    free(out);
+    cJSON_Delete(json);
+}
+END_TEST
+
 /* An object too big for the stack sort array, with reversed names and
  * duplicates: exercises the merge sort and its stability. */
 START_TEST(test_canonical_big_object)
@@ -590,6 +639,7 @@ static Suite *key_suite(void)
     tcase_add_test(tc, test_canonical_basic);
     tcase_add_test(tc, test_canonical_numbers);
     tcase_add_test(tc, test_canonical_strings);
+    tcase_add_test(tc, test_canonical_all_bytes);
     tcase_add_test(tc, test_canonical_big_object);
     tcase_add_test(tc, test_canonical_depth);
     tcase_add_test(tc, test_hash_known_vector);

@@ -1,0 +1,159 @@
+/*
+ * The parse pool: a message parsed into the pool must come out exactly as
+ * one parsed on the heap (same tree, same key, same errors), whichever way
+ * the pool had to go (its chunk, a fresh chunk after an overflow, the heap
+ * when the tree is too big or the pool is full), and released chunks must be
+ * reused.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_conf.h"
+#include "dd_parse.h"
+
+static dd_conf_t conf;
+static dd_key_tmpl_t *tmpl;
+
+static void setup(void)
+{
+    char err[256];
+
+    memset(&conf, 0, sizeof(conf));
+    conf.dedup.max_payload_bytes = 10 * 1024 * 1024;
+    ck_assert_int_eq(dd_key_tmpl_new(&tmpl, "k:${id}", err, sizeof(err)), DD_OK);
+}
+
+static void teardown(void)
+{
+    dd_key_tmpl_destroy(tmpl);
+}
+
+/* A payload of about len bytes with n array elements under "list". */
+static char *payload_make(int id, int n)
+{
+    size_t cap = 64 + (size_t)n * 16;
+    char *p = malloc(cap);
+    size_t len = (size_t)snprintf(p, cap, "{\"id\":\"o%d\",\"amount\":%d.25,\"list\":[", id, id);
+
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(p + len, cap - len, "%s\"v%d\"", i ? "," : "", i);
+    snprintf(p + len, cap - len, "]}");
+    return p;
+}
+
+/* Parses text with pool and on the heap; both must agree in everything. */
+static cJSON *parse_both(dd_parse_pool_t *pool, const char *text, int *rc)
+{
+    char key1[DD_KEY_MAX + 1], key2[DD_KEY_MAX + 1], err1[256] = "", err2[256] = "";
+    size_t len1 = 0, len2 = 0;
+    dd_reason_t r1 = 0, r2 = 0;
+    cJSON *j1 = NULL, *j2 = NULL;
+    int rc2;
+
+    *rc = dd_parse_message_into(pool, &conf, tmpl, text, strlen(text), &j1, key1, &len1, &r1, err1,
+                                sizeof(err1));
+    rc2 = dd_parse_message(&conf, tmpl, text, strlen(text), &j2, key2, &len2, &r2, err2,
+                           sizeof(err2));
+    ck_assert_int_eq(*rc, rc2);
+    ck_assert_str_eq(err1, err2);
+    if (*rc == DD_OK) {
+        char *s1 = cJSON_PrintUnformatted(j1), *s2 = cJSON_PrintUnformatted(j2);
+        ck_assert_str_eq(s1, s2);
+        ck_assert_str_eq(key1, key2);
+        cJSON_free(s1);
+        cJSON_free(s2);
+    } else {
+        ck_assert_int_eq(r1, r2);
+        ck_assert_ptr_null(j1);
+    }
+    cJSON_Delete(j2);
+    return j1;
+}
+
+START_TEST(test_same_as_heap)
+{
+    static const char *const texts[] = {
+        "{\"id\":\"a\",\"x\":[1,2,{\"y\":\"\\u00e9\"}]}", "{\"id\":\"a\"", "{\"id\":\"a\"}}",
+        "{\"x\":1}", "[1,2,3]", "{\"id\":[1]}", "{\"id\":\"a\"} \n", "", "nul"};
+    dd_parse_pool_t *pool;
+    char err[256];
+    int rc;
+
+    ck_assert_int_eq(dd_parse_pool_new(&pool, 20000, err, sizeof(err)), DD_OK);
+    for (size_t i = 0; i < DD_ARRAY_LEN(texts); i++)
+        dd_parse_release(pool, parse_both(pool, texts[i], &rc));
+    /* Trees that overflow a chunk (parsed again), or do not fit one (heap). */
+    for (int n = 100; n < 20000; n = n * 3 / 2) {
+        char *text = payload_make(n, n);
+        dd_parse_release(pool, parse_both(pool, text, &rc));
+        ck_assert_int_eq(rc, DD_OK);
+        free(text);
+    }
+    dd_parse_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_chunks_reused_and_bounded)
+{
+    enum { LIVE = 3000 };
+    cJSON **live = calloc(LIVE, sizeof(*live));
+    dd_parse_pool_t *pool, *second;
+    char err[256];
+    int rc;
+
+    /* max_trees 1: the smallest pool, which 3000 live trees overflow. */
+    ck_assert_int_eq(dd_parse_pool_new(&pool, 1, err, sizeof(err)), DD_OK);
+    ck_assert_int_ne(dd_parse_pool_new(&second, 1, err, sizeof(err)), DD_OK);
+    ck_assert_ptr_null(second);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < LIVE; i++) {
+            char *text = payload_make(round * LIVE + i, 40 + i % 50);
+            live[i] = parse_both(pool, text, &rc);
+            ck_assert_int_eq(rc, DD_OK);
+            free(text);
+        }
+        /* Out of order, as lanes finish them. */
+        for (int i = 0; i < LIVE; i += 2)
+            dd_parse_release(pool, live[i]);
+        /* The survivors were not overwritten by reused chunks. */
+        for (int i = 1; i < LIVE; i += 2) {
+            snprintf(err, sizeof(err), "o%d", round * LIVE + i);
+            ck_assert_str_eq(cJSON_GetObjectItem(live[i], "id")->valuestring, err);
+            ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(live[i], "list")),
+                             40 + i % 50);
+            dd_parse_release(pool, live[i]);
+        }
+    }
+    /* cJSON_Delete is safe on a pooled tree too (its chunk stays taken). */
+    live[0] = parse_both(pool, "{\"id\":\"a\",\"b\":[true]}", &rc);
+    cJSON_Delete(live[0]);
+    dd_parse_pool_destroy(pool);
+    free(live);
+}
+END_TEST
+
+static Suite *dd_parse_suite(void)
+{
+    Suite *s = suite_create("parse");
+    TCase *tc = tcase_create("pool");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_same_as_heap);
+    tcase_add_test(tc, test_chunks_reused_and_bounded);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dd_parse_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
