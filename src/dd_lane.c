@@ -25,6 +25,7 @@ struct dd_lane_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     dd_item_t *head, *tail;
+    size_t queued; /* items between head and tail */
 
     dd_db_t *db;
     dd_buf_t sql;
@@ -55,6 +56,10 @@ typedef enum {
 
 /* ---- batch collection ---- */
 
+/* The lane is woken only when its queue stops being empty (it may be
+ * waiting for a first item) or holds a full batch: while it fills a batch it
+ * waits for its deadline anyway, and a wake-up per message costs the main
+ * thread a system call and the lane a context switch each. */
 void dd_lane_push(dd_lane_t *lane, dd_item_t *item)
 {
     item->next = NULL;
@@ -64,7 +69,8 @@ void dd_lane_push(dd_lane_t *lane, dd_item_t *item)
     else
         lane->head = item;
     lane->tail = item;
-    pthread_cond_signal(&lane->cv);
+    if (++lane->queued == 1 || lane->queued >= (size_t)lane->sh->conf->batch.max_messages)
+        pthread_cond_signal(&lane->cv);
     pthread_mutex_unlock(&lane->mu);
 }
 
@@ -95,6 +101,7 @@ static size_t dd_lane_collect(dd_lane_t *lane)
             lane->head = item->next;
             if (!lane->head)
                 lane->tail = NULL;
+            lane->queued--;
             item->next = NULL;
             lane->batch[n++] = item;
         }
@@ -622,6 +629,7 @@ static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
         if (!lane->tail)
             lane->tail = items[i];
     }
+    lane->queued += n;
     pthread_mutex_unlock(&lane->mu);
 }
 
@@ -777,6 +785,7 @@ void dd_lane_join(dd_lane_t *lane, dd_item_t **leftover)
         }
     }
     lane->head = lane->tail = NULL;
+    lane->queued = 0;
     dd_db_close(lane->db);
     dd_buf_free(&lane->sql);
     free(lane->batch);

@@ -8,7 +8,7 @@ tb_mock payments:4
 TB_WORKERS=4 TB_BATCH_MAX=10 TB_KAFKA_PROPS=auto.commit.interval.ms=200 tb_config
 tb_migrate || tb_die "migrate failed"
 
-tb_gen --keys 1600 --dup-min 1 --dup-max 4 --partitions 4 --bad 20 --conflicts 10 --seed 11
+tb_gen --keys 5000 --dup-min 1 --dup-max 4 --partitions 4 --bad 20 --conflicts 10 --seed 11
 tb_produce <"$TB_DIR/stream.txt" 2>/dev/null || tb_die "produce failed"
 
 RANDOM=42
