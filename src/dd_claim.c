@@ -66,8 +66,8 @@ static dd_claim_t *dd_claim_find(dd_claim_t **claims, size_t n, const char *key,
  * claim_token = token, error). Every key was just inserted or locked, so a
  * missing row means the table changed under us (dropped, truncated):
  * replay the batch. */
-static int dd_claim_read(MYSQL_RES *res, dd_claim_t **claims, size_t n, char *errstr,
-                         size_t errstr_size)
+static int dd_claim_read(MYSQL_RES *res, dd_claim_t **claims, size_t n, int require_all,
+                         char *errstr, size_t errstr_size)
 {
     MYSQL_ROW row;
     size_t seen = 0;
@@ -84,22 +84,29 @@ static int dd_claim_read(MYSQL_RES *res, dd_claim_t **claims, size_t n, char *er
             memcpy(c->row_hash, row[1], DD_HASH_LEN);
         snprintf(c->row_error, sizeof(c->row_error), "%s", row[4] ? row[4] : "");
     }
-    if (seen != n) {
+    if (require_all && seen != n) {
         dd_errstr_set(errstr, errstr_size, "claim read-back found %zu of %zu keys", seen, n);
         return DD_ERR_RETRIABLE;
     }
     return DD_OK;
 }
 
-/* The columns dd_claim_read() takes, for RETURNING or the read-back. */
+/* The columns dd_claim_read() takes, for RETURNING or the read-back.
+ * Without a token (the pre-check) no row is ours. */
 static void dd_claim_columns(dd_buf_t *sql, const unsigned char *token)
 {
+    if (!token) {
+        dd_buf_puts(sql, "biz_key, request_hash, status, 0, error");
+        return;
+    }
     dd_buf_puts(sql, "biz_key, request_hash, status, claim_token = ");
     dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
     dd_buf_puts(sql, ", error");
 }
 
-/* Without RETURNING: a second statement reads the rows back by key. */
+/* Reads the rows of the keys: after the claim when the server has no
+ * RETURNING (every key must be there), or before it as the pre-check
+ * (token NULL: a plain read, absent keys are fine). */
 static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
                              size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
                              size_t errstr_size)
@@ -125,7 +132,7 @@ static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_
     if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0 ||
         !(res = mysql_store_result(mysql)))
         return dd_claim_fail(db, "claim read-back", errstr, errstr_size);
-    rc = dd_claim_read(res, claims, n, errstr, errstr_size);
+    rc = dd_claim_read(res, claims, n, token != NULL, errstr, errstr_size);
     mysql_free_result(res);
     return rc;
 }
@@ -191,22 +198,56 @@ static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t 
         int rc;
         if (!res)
             return dd_claim_fail(db, "claim insert", errstr, errstr_size);
-        rc = dd_claim_read(res, claims, n, errstr, errstr_size);
+        rc = dd_claim_read(res, claims, n, 1, errstr, errstr_size);
         mysql_free_result(res);
         return rc;
     }
     return dd_claim_readback(db, opts, claims, n, token, sql, errstr, errstr_size);
 }
 
+/* The pre-check: a plain read of every key. A key already applied is
+ * settled without a lock, because an applied row never changes (only the
+ * purge deletes it, once its ttl is over): the copy is a duplicate, or a
+ * conflict if its hash differs. The others go on to the claim, in
+ * scratch (still in key order). Returns 0 or an error class; *m: how many
+ * go on. */
+static int dd_claim_precheck(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
+                             size_t n, dd_claim_t **scratch, size_t *m, dd_buf_t *sql,
+                             char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
+        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
+        rc = dd_claim_readback(db, opts, claims + off, cnt, NULL, sql, errstr, errstr_size);
+        if (rc)
+            return rc;
+    }
+    *m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (claims[i]->row_status == DD_ROW_APPLIED)
+            continue;
+        claims[i]->row_status = -1; /* decided again by the claim */
+        scratch[(*m)++] = claims[i];
+    }
+    return DD_OK;
+}
+
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
-                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_buf_t *sql, char *errstr,
-                     size_t errstr_size)
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_claim_t **precheck,
+                     dd_buf_t *sql, char *errstr, size_t errstr_size)
 {
     int rc;
 
     for (size_t i = 0; i < n; i++) {
         claims[i]->mine = 0;
         claims[i]->row_status = -1;
+    }
+    if (precheck) {
+        rc = dd_claim_precheck(db, opts, claims, n, precheck, &n, sql, errstr, errstr_size);
+        if (rc)
+            return rc;
+        claims = precheck;
     }
     for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
         size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;

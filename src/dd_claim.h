@@ -59,10 +59,16 @@ void dd_claim_sort(dd_claim_t **claims, size_t n);
 int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
 
 /* Inserts or locks every key and fills the out fields. Must run inside an
- * open transaction. Returns 0 or the dd_err_t class of the database error. */
+ * open transaction. Returns 0 or the dd_err_t class of the database error.
+ *
+ * precheck (NULL, or room for n pointers): first read the keys without
+ * locking and settle the ones already applied (a duplicate or a conflict
+ * either way), claiming only the rest. That costs a statement and saves the
+ * claim's insert attempt on every applied key: worth it when many keys
+ * repeat (a replay, a redelivery storm), not on a stream of new keys. */
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
-                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_buf_t *sql, char *errstr,
-                     size_t errstr_size);
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_claim_t **precheck,
+                     dd_buf_t *sql, char *errstr, size_t errstr_size);
 
 /* Writes the outcome (status, response snapshot, error) of the keys this
  * batch owns, in one statement. Same transaction. */

@@ -204,7 +204,8 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "batch.max_inflight", .type = DD_CT_INT, .def = "20000", .min = 1, .max = 10000000,
      DD_AT(batch.max_inflight), .allowed = "1..10000000, >= batch.max_messages",
      .check = dd_conf_check_inflight,
-     .desc = "Most messages polled but not yet committed, all workers together."},
+     .desc = "Most messages polled but not yet committed, all workers together; at the limit "
+             "polling waits for the workers."},
 
     DD_GROUP("retry", "Backoff after transient errors and handler RETRY."),
     {.path = "retry.backoff_initial", .type = DD_CT_DURATION, .def = "100ms", .min = 1,

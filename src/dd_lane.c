@@ -32,6 +32,8 @@ struct dd_lane_s {
     dd_item_t **batch;
     dd_claim_t *claims;
     dd_claim_t **claimv;
+    dd_claim_t **claimw; /* the pre-check's scratch */
+    int precheck;        /* the last batch found many keys applied: pre-check */
     size_t cap;
     unsigned int seed;
     unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
@@ -454,6 +456,17 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
     return DD_OK;
 }
 
+/* Pre-check the next batch when at least 1 in 8 keys of this one were
+ * already applied: a replay or a stream with many redeliveries. */
+static void dd_lane_tune_precheck(dd_lane_t *lane, size_t u)
+{
+    size_t applied = 0;
+
+    for (size_t i = 0; i < u; i++)
+        applied += !lane->claimv[i]->mine && lane->claimv[i]->row_status == DD_ROW_APPLIED;
+    lane->precheck = applied * 8 >= u && applied > 0;
+}
+
 /* One attempt at one transaction over items[0..n) (see dd_lane_txn). */
 static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lane_mode_t mode,
                             long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
@@ -475,8 +488,11 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     }
     rc = dd_lane_sql(lane, "START TRANSACTION", errstr, errstr_size);
     if (!rc)
-        rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token, &lane->sql,
-                              errstr, errstr_size);
+        rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token,
+                              lane->precheck ? lane->claimw : NULL, &lane->sql, errstr,
+                              errstr_size);
+    if (!rc)
+        dd_lane_tune_precheck(lane, u);
     if (!rc && mode == DD_LANE_BATCHED)
         rc = dd_lane_run_batch(lane, items, n, d, errstr, errstr_size);
     for (size_t i = 0; !rc && i < n; i++) {
@@ -738,11 +754,12 @@ int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr
     lane->batch = calloc(cap, sizeof(*lane->batch));
     lane->claims = calloc(cap, sizeof(*lane->claims));
     lane->claimv = calloc(cap, sizeof(*lane->claimv));
+    lane->claimw = calloc(cap, sizeof(*lane->claimw));
     lane->msgs = calloc(cap, sizeof(*lane->msgs));
     lane->msgv = calloc(cap, sizeof(*lane->msgv));
     lane->results = calloc(cap, sizeof(*lane->results));
     lane->cap = cap;
-    if (!lane->batch || !lane->claims || !lane->claimv || !lane->msgs || !lane->msgv ||
+    if (!lane->batch || !lane->claims || !lane->claimv || !lane->claimw || !lane->msgs || !lane->msgv ||
         !lane->results) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
@@ -791,6 +808,7 @@ void dd_lane_join(dd_lane_t *lane, dd_item_t **leftover)
     free(lane->batch);
     free(lane->claims);
     free(lane->claimv);
+    free(lane->claimw);
     free(lane->msgs);
     free(lane->msgv);
     free(lane->results);
