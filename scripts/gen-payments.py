@@ -64,6 +64,8 @@ def parse_args():
                    help='mean distance (messages) from a payment to its redelivery')
     p.add_argument('--edge', action='store_true',
                    help='add good edge-case keys: 64-byte and non-ASCII order_no')
+    p.add_argument('--first-key', type=int, default=0,
+                   help='number of the first order (P<number>), for streams of new keys')
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--expect', metavar='FILE', help='write the expected outcome as JSON')
     a = p.parse_args()
@@ -235,7 +237,8 @@ class Gen:
         conflict_keys, rejected_keys = [], []
         specs = []
         for i in range(a.keys):
-            specs.append((merchants[i % a.merchants], 'P%08d' % i, 1 + self.below(99999)))
+            specs.append((merchants[i % a.merchants], 'P%08d' % (a.first_key + i),
+                          1 + self.below(99999)))
         if a.edge:
             m = merchants[0]
             specs.append((m, 'E' * 64, 4242))     # the ledger's longest order_no

@@ -13,11 +13,14 @@
  * Bad input is REJECTed (dead-lettered), database errors are RETRY with the
  * server's text so dedupd can classify them and roll back.
  *
- * Round trips: the three writes are separate statements (one per table), sent
- * in a single round trip when the connection allows multi-statements, one
- * each otherwise. The order upsert and its state move are one statement. No
- * statement is cached, so nothing here is tied to a connection or a thread;
- * all values are validated and escaped (keys go in as hex literals).
+ * Round trips: handle() sends the three writes (one statement per table) in
+ * a single round trip when the connection allows multi-statements, one each
+ * otherwise; the order upsert and its state move are one statement.
+ * handle_batch() writes a whole batch the same way, each statement a
+ * multi-row one (see "batches" below), and leaves anything unusual to
+ * handle(). No statement is cached, so nothing here is tied to a connection
+ * or a thread; all values are validated and escaped (keys go in as hex
+ * literals).
  *
  * Config (handler.config): table_prefix = "..." (optional, default "").
  */
