@@ -62,10 +62,23 @@ static dd_claim_t *dd_claim_find(dd_claim_t **claims, size_t n, const char *key,
     return found ? *found : NULL;
 }
 
+/* Sends the statement built in sql; what names it in errors. */
+static int dd_claim_send(dd_db_t *db, const dd_buf_t *sql, const char *what, char *errstr,
+                         size_t errstr_size)
+{
+    if (sql->oom) {
+        dd_errstr_set(errstr, errstr_size, "out of memory building the %s statement", what);
+        return DD_ERR_FATAL;
+    }
+    if (mysql_real_query(dd_db_mysql(db), sql->p, (unsigned long)sql->len) != 0)
+        return dd_claim_fail(db, what, errstr, errstr_size);
+    return DD_OK;
+}
+
 /* What the claim found, from rows of (biz_key, request_hash, status,
- * claim_token = token, error). Every key was just inserted or locked, so a
- * missing row means the table changed under us (dropped, truncated):
- * replay the batch. */
+ * claim_token = token, error). require_all: every key was just inserted or
+ * locked, so a missing row means the table changed under us (dropped,
+ * truncated): replay the batch. */
 static int dd_claim_read(MYSQL_RES *res, dd_claim_t **claims, size_t n, int require_all,
                          char *errstr, size_t errstr_size)
 {
@@ -91,6 +104,23 @@ static int dd_claim_read(MYSQL_RES *res, dd_claim_t **claims, size_t n, int requ
     return DD_OK;
 }
 
+/* Sends sql and reads the rows it returns into claims (dd_claim_read). */
+static int dd_claim_query_rows(dd_db_t *db, const dd_buf_t *sql, const char *what,
+                               dd_claim_t **claims, size_t n, int require_all, char *errstr,
+                               size_t errstr_size)
+{
+    MYSQL_RES *res;
+    int rc = dd_claim_send(db, sql, what, errstr, errstr_size);
+
+    if (rc)
+        return rc;
+    if (!(res = mysql_store_result(dd_db_mysql(db))))
+        return dd_claim_fail(db, what, errstr, errstr_size);
+    rc = dd_claim_read(res, claims, n, require_all, errstr, errstr_size);
+    mysql_free_result(res);
+    return rc;
+}
+
 /* The columns dd_claim_read() takes, for RETURNING or the read-back.
  * Without a token (the pre-check) no row is ours. */
 static void dd_claim_columns(dd_buf_t *sql, const unsigned char *token)
@@ -111,10 +141,6 @@ static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_
                              size_t n, const unsigned char *token, dd_buf_t *sql, char *errstr,
                              size_t errstr_size)
 {
-    MYSQL *mysql = dd_db_mysql(db);
-    MYSQL_RES *res;
-    int rc;
-
     dd_buf_reset(sql);
     dd_buf_puts(sql, "SELECT ");
     dd_claim_columns(sql, token);
@@ -125,16 +151,8 @@ static int dd_claim_readback(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_
         dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
     }
     dd_buf_puts(sql, ")");
-    if (sql->oom) {
-        dd_errstr_set(errstr, errstr_size, "out of memory building the claim read-back");
-        return DD_ERR_FATAL;
-    }
-    if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0 ||
-        !(res = mysql_store_result(mysql)))
-        return dd_claim_fail(db, "claim read-back", errstr, errstr_size);
-    rc = dd_claim_read(res, claims, n, token != NULL, errstr, errstr_size);
-    mysql_free_result(res);
-    return rc;
+    return dd_claim_query_rows(db, sql, "claim read-back", claims, n, token != NULL, errstr,
+                               errstr_size);
 }
 
 /* Columns a taken-over row gets from the new claim. */
@@ -146,6 +164,7 @@ static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t 
                            size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(db);
+    int rc;
 
     dd_buf_reset(sql);
     dd_buf_printf(sql,
@@ -186,23 +205,10 @@ static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t 
     if (dd_db_has_returning(db)) {
         dd_buf_puts(sql, " RETURNING ");
         dd_claim_columns(sql, token);
+        return dd_claim_query_rows(db, sql, "claim insert", claims, n, 1, errstr, errstr_size);
     }
-    if (sql->oom) {
-        dd_errstr_set(errstr, errstr_size, "out of memory building the claim statement");
-        return DD_ERR_FATAL;
-    }
-    if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
-        return dd_claim_fail(db, "claim insert", errstr, errstr_size);
-    if (dd_db_has_returning(db)) {
-        MYSQL_RES *res = mysql_store_result(mysql);
-        int rc;
-        if (!res)
-            return dd_claim_fail(db, "claim insert", errstr, errstr_size);
-        rc = dd_claim_read(res, claims, n, 1, errstr, errstr_size);
-        mysql_free_result(res);
-        return rc;
-    }
-    return dd_claim_readback(db, opts, claims, n, token, sql, errstr, errstr_size);
+    rc = dd_claim_send(db, sql, "claim insert", errstr, errstr_size);
+    return rc ? rc : dd_claim_readback(db, opts, claims, n, token, sql, errstr, errstr_size);
 }
 
 /* The pre-check: a plain read of every key. A key already applied is
@@ -339,27 +345,22 @@ static void dd_claim_finish_plain(dd_buf_t *sql, const dd_claim_opts_t *opts,
 int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
                     dd_buf_t *sql, char *errstr, size_t errstr_size)
 {
-    MYSQL *mysql = dd_db_mysql(db);
+    int rc = DD_OK;
 
-    for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
+    for (size_t off = 0; !rc && off < n; off += DD_CLAIM_CHUNK) {
         size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK, plain = 0;
         for (size_t i = 0; i < cnt; i++)
             plain += dd_claim_plain(claims[off + i]);
-        for (int pass = 0; pass < 2; pass++) {
-            if ((pass == 0 && plain == 0) || (pass == 1 && plain == cnt))
-                continue;
+        if (plain > 0) {
             dd_buf_reset(sql);
-            if (pass == 0)
-                dd_claim_finish_plain(sql, opts, claims + off, cnt);
-            else
-                dd_claim_finish_rich(sql, mysql, opts, claims + off, cnt);
-            if (sql->oom) {
-                dd_errstr_set(errstr, errstr_size, "out of memory building the finish statement");
-                return DD_ERR_FATAL;
-            }
-            if (mysql_real_query(mysql, sql->p, (unsigned long)sql->len) != 0)
-                return dd_claim_fail(db, "claim finish", errstr, errstr_size);
+            dd_claim_finish_plain(sql, opts, claims + off, cnt);
+            rc = dd_claim_send(db, sql, "claim finish", errstr, errstr_size);
+        }
+        if (!rc && plain < cnt) {
+            dd_buf_reset(sql);
+            dd_claim_finish_rich(sql, dd_db_mysql(db), opts, claims + off, cnt);
+            rc = dd_claim_send(db, sql, "claim finish", errstr, errstr_size);
         }
     }
-    return DD_OK;
+    return rc;
 }

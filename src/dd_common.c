@@ -5,6 +5,7 @@
 #include "dd_common.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <string.h>
 #include <stdio.h>
@@ -98,4 +99,20 @@ void dd_signals_install(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+unsigned long dd_test_fault(const char *name)
+{
+    const char *env = getenv("DEDUPD_TEST_FAULTS"), *p;
+    size_t len = strlen(name);
+
+    for (p = env; p && (p = strstr(p, name)) != NULL; p += len) {
+        if (p != env && p[-1] != ',' && p[-1] != ' ')
+            continue; /* inside another name */
+        if (p[len] == '=')
+            return strtoul(p + len + 1, NULL, 10);
+        if (p[len] == '\0' || p[len] == ',' || p[len] == ' ')
+            return 1;
+    }
+    return 0;
 }

@@ -36,6 +36,11 @@ int64_t dd_now_us(void);
 /* Sleep for ms milliseconds, waking early (returning 1) once *stop is set. */
 int dd_sleep_ms(int64_t ms, volatile const int *stop);
 
+/* Test-only fault injection: the value of NAME in DEDUPD_TEST_FAULTS, a
+ * comma or space separated list of NAME=N or bare NAME (which counts as 1).
+ * 0 when absent, as in production. Callers log loudly when it is set. */
+unsigned long dd_test_fault(const char *name);
+
 /* Set to 1 by SIGTERM/SIGINT once dd_signals_install() ran. */
 extern volatile int dd_stop_requested;
 /* Installs the SIGTERM/SIGINT handlers (set dd_stop_requested, no

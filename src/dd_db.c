@@ -59,9 +59,9 @@ int dd_db_classify(unsigned int err)
  * it, so the tests cover that path too. */
 static int dd_db_server_has_returning(MYSQL *mysql)
 {
-    const char *info = mysql_get_server_info(mysql), *faults = getenv("DEDUPD_TEST_FAULTS");
+    const char *info = mysql_get_server_info(mysql);
 
-    if (faults && strstr(faults, "no_returning")) {
+    if (dd_test_fault("no_returning")) {
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no "
                "INSERT ... RETURNING (test fault injection).");
         return 0;

@@ -312,19 +312,28 @@ static void dd_lane_applied(dd_item_t *item, char *response, dd_stats_t *d)
     d->applied++;
 }
 
+/* DD_ERR_RETRIABLE (with errstr) when the handler's last statement failed
+ * with a retriable error: deadlock, lock wait timeout or lost connection. A
+ * deadlock already rolled back the whole transaction (savepoints too), so
+ * the caller replays the batch rather than the message. Else 0. */
+static int dd_lane_handler_db_error(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    unsigned int err = mysql_errno(mysql);
+
+    if (!err || dd_db_classify(err) != DD_ERR_RETRIABLE)
+        return 0;
+    dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err, mysql_error(mysql));
+    return DD_ERR_RETRIABLE;
+}
+
 /* A handler call left the connection outside the transaction: a deadlock
  * rolled it back (retriable), or the handler ended it (a bug: fatal). */
 static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr,
                           size_t errstr_size)
 {
-    MYSQL *mysql = dd_db_mysql(lane->db);
-    unsigned int err = mysql_errno(mysql);
-
-    if (err && dd_db_classify(err) == DD_ERR_RETRIABLE) {
-        dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err,
-                      mysql_error(mysql));
+    if (dd_lane_handler_db_error(lane, errstr, errstr_size))
         return DD_ERR_RETRIABLE;
-    }
     dd_errstr_set(errstr, errstr_size,
                   "handler %s ended the transaction (COMMIT, ROLLBACK or autocommit) "
                   "at %s [%d] @%lld: this is a handler bug",
@@ -362,14 +371,8 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
         return DD_OK;
     }
     free(res.response);
-    if (mysql_errno(mysql) && dd_db_classify(mysql_errno(mysql)) == DD_ERR_RETRIABLE) {
-        /* Deadlock, lock wait timeout or lost connection under the handler:
-         * a deadlock already rolled back the whole transaction (the
-         * savepoint is gone), so replay the batch rather than the message. */
-        dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", mysql_errno(mysql),
-                      mysql_error(mysql));
+    if (dd_lane_handler_db_error(lane, errstr, errstr_size))
         return DD_ERR_RETRIABLE;
-    }
     rc = safe ? dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
     if (rc)
         return rc;
@@ -412,6 +415,12 @@ static void dd_lane_free_responses(dd_item_t **items, size_t n)
     }
 }
 
+/* items[i] is the first copy of a key this transaction claimed. */
+static int dd_lane_owns(const dd_lane_t *lane, dd_item_t *const *items, size_t i)
+{
+    return items[i]->claim == &lane->claims[i] && items[i]->claim->mine;
+}
+
 /* DD_LANE_BATCHED: one handle_batch() call for the first copy of every key
  * this transaction owns. Returns DD_LANE_TXN_UNBATCHED when the handler
  * declined (the caller rolls back and goes message by message). */
@@ -424,7 +433,7 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
     dedupd_status st;
 
     for (size_t i = 0; i < n; i++) {
-        if (items[i]->claim != &lane->claims[i] || !items[i]->claim->mine)
+        if (!dd_lane_owns(lane, items, i))
             continue;
         dd_lane_msg_fill(items[i], &lane->msgs[m]);
         lane->msgv[m] = &lane->msgs[m];
@@ -439,18 +448,15 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
         return dd_lane_broken(lane, items[0], errstr, errstr_size);
     }
     if (st != DEDUPD_OK) {
-        if (mysql_errno(mysql) && dd_db_classify(mysql_errno(mysql)) == DD_ERR_RETRIABLE) {
-            dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)",
-                          mysql_errno(mysql), mysql_error(mysql));
+        if (dd_lane_handler_db_error(lane, errstr, errstr_size))
             return DD_ERR_RETRIABLE; /* replay the batch, as one batch again */
-        }
         dd_log(DD_LOG_DEBUG, "Lane %d: handler %s declined a batch of %zu, going message by "
                "message: %s", lane->idx, dd_handler_name(lane->sh->h), m,
                lane->results[0].error[0] ? lane->results[0].error : "no reason given");
         return DD_LANE_TXN_UNBATCHED;
     }
     for (size_t i = 0; i < n; i++)
-        if (items[i]->claim == &lane->claims[i] && items[i]->claim->mine)
+        if (dd_lane_owns(lane, items, i))
             dd_lane_applied(items[i], lane->results[k++].response, d);
     d->batched += m;
     return DD_OK;
@@ -558,15 +564,16 @@ rollback:
 static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
                        dd_stats_t *d, char *errstr, size_t errstr_size)
 {
-    uint64_t retries;
+    int batched = lane->sh->conf->handler.batch && dd_handler_has_batch(lane->sh->h);
     int rc = DD_LANE_TXN_UNBATCHED, declined = 0;
+    uint64_t retries;
 
     lane->decided = NULL;
-    if (lane->sh->conf->handler.batch && dd_handler_has_batch(lane->sh->h))
+    if (batched)
         rc = dd_lane_txn_once(lane, items, n, DD_LANE_BATCHED, retry_at, d, errstr,
                               errstr_size);
     if (rc == DD_LANE_TXN_UNBATCHED) {
-        declined = dd_handler_has_batch(lane->sh->h) && lane->sh->conf->handler.batch;
+        declined = batched;
         rc = dd_lane_txn_once(lane, items, n, DD_LANE_OPTIMISTIC, retry_at, d, errstr,
                               errstr_size);
     }
@@ -722,13 +729,8 @@ static void *dd_lane_main(void *arg)
  * deterministically. Unset in production; logged loudly when set. */
 static unsigned long dd_lane_fault_setting(const char *name)
 {
-    const char *env = getenv("DEDUPD_TEST_FAULTS"), *p;
-    size_t len = strlen(name);
-    unsigned long n;
+    unsigned long n = dd_test_fault(name);
 
-    if (!env || !(p = strstr(env, name)) || p[len] != '=')
-        return 0;
-    n = strtoul(p + len + 1, NULL, 10);
     if (n)
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: every %lu. COMMIT will report a lost "
                "connection after succeeding (test fault injection).", n);

@@ -598,6 +598,15 @@ static int ledger_buf_reserve(ledger_buf *b, size_t n)
     return 0;
 }
 
+static void ledger_buf_puts(ledger_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (ledger_buf_reserve(b, n) != 0) return;
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
 static void ledger_buf_printf(ledger_buf *b, const char *fmt, ...)
 {
     va_list ap;
@@ -702,15 +711,15 @@ static void ledger_batch_sql(const ledger_state *st, MYSQL *db, ledger_item *ite
                       pre);
     for (i = 0; i < n; i++) {
         const ledger_payment *p = &items[i].p;
-        ledger_buf_printf(&b[0], i ? ",(" : "(");
+        ledger_buf_puts(&b[0], i ? ",(" : "(");
         ledger_buf_quote(&b[0], db, p->merchant_id);
-        ledger_buf_printf(&b[0], ",");
+        ledger_buf_puts(&b[0], ",");
         ledger_buf_quote(&b[0], db, p->order_no);
-        ledger_buf_printf(&b[0], ",");
+        ledger_buf_puts(&b[0], ",");
         ledger_buf_quote(&b[0], db, p->txn_id);
         ledger_buf_printf(&b[0], ",%lld,'%s',", p->amount_cents, p->currency);
         ledger_buf_hex(&b[0], items[i].biz_key);
-        ledger_buf_printf(&b[0], ")");
+        ledger_buf_puts(&b[0], ")");
     }
     ledger_buf_printf(&b[1],
                       "INSERT INTO `%smerchant_balance` (merchant_id, currency, balance_cents,"
@@ -720,11 +729,11 @@ static void ledger_batch_sql(const ledger_state *st, MYSQL *db, ledger_item *ite
         long long sum = 0;
         for (j = i; j < n && ledger_cmp_balance(&bal[i], &bal[j]) == 0; j++)
             sum += bal[j]->p.amount_cents;
-        ledger_buf_printf(&b[1], i ? ",(" : "(");
+        ledger_buf_puts(&b[1], i ? ",(" : "(");
         ledger_buf_quote(&b[1], db, bal[i]->p.merchant_id);
         ledger_buf_printf(&b[1], ",'%s',%lld,%zu)", bal[i]->p.currency, sum, j - i);
     }
-    ledger_buf_printf(&b[1], "%s", LEDGER_BALANCE_ODKU);
+    ledger_buf_puts(&b[1], LEDGER_BALANCE_ODKU);
     ledger_buf_printf(&b[2],
                       "INSERT INTO `%spayment_order` (merchant_id, order_no, status, txn_id,"
                       " amount_cents) VALUES ",
@@ -733,20 +742,20 @@ static void ledger_batch_sql(const ledger_state *st, MYSQL *db, ledger_item *ite
                       pre);
     for (k = 0; k < n; k++) {
         const ledger_payment *p = &ord[k]->p;
-        ledger_buf_printf(&b[2], k ? ",(" : "(");
+        ledger_buf_puts(&b[2], k ? ",(" : "(");
         ledger_buf_quote(&b[2], db, p->merchant_id);
-        ledger_buf_printf(&b[2], ",");
+        ledger_buf_puts(&b[2], ",");
         ledger_buf_quote(&b[2], db, p->order_no);
         ledger_buf_printf(&b[2], ",'%s',", p->status);
         ledger_buf_quote(&b[2], db, p->txn_id);
         ledger_buf_printf(&b[2], ",%lld)", p->amount_cents);
-        ledger_buf_printf(&b[3], k ? " OR (merchant_id = " : "(merchant_id = ");
+        ledger_buf_puts(&b[3], k ? " OR (merchant_id = " : "(merchant_id = ");
         ledger_buf_quote(&b[3], db, p->merchant_id);
-        ledger_buf_printf(&b[3], " AND order_no = ");
+        ledger_buf_puts(&b[3], " AND order_no = ");
         ledger_buf_quote(&b[3], db, p->order_no);
-        ledger_buf_printf(&b[3], ")");
+        ledger_buf_puts(&b[3], ")");
     }
-    ledger_buf_printf(&b[2], "%s", LEDGER_ORDER_ODKU);
+    ledger_buf_puts(&b[2], LEDGER_ORDER_ODKU);
 }
 
 /* Matches the read-back statuses to the payments; -1 if one is missing. */
