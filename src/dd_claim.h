@@ -9,6 +9,16 @@
  * say which rows were inserted. On MariaDB 10.5+ the claim's own RETURNING
  * clause gives those rows; elsewhere a SELECT by key reads them back.
  *
+ * Deferred claims (DD_CLAIM_DEFER): a key the pre-check finds absent is not
+ * inserted up front. The batch owns it at once, the handler runs, and the
+ * finish inserts the key's finished row with a plain INSERT, still in the
+ * same transaction: one row write instead of an insert and an update. The
+ * unique key makes this exactly as safe as claiming first. A consumer that
+ * inserts the key meanwhile holds its row lock until it commits; our insert
+ * waits, then fails as a duplicate (DD_CLAIM_RACED). The caller rolls
+ * everything back, business writes included, and replays the batch with
+ * the locking claim, which then finds the other consumer's row.
+ *
  * Claims must be passed sorted by key so every worker locks rows in the same
  * order (no deadlocks between workers over the same keys).
  */
@@ -36,6 +46,7 @@ typedef struct dd_claim_s {
 
     /* out of dd_claim_acquire */
     int mine;       /* this batch holds the key: run the handler */
+    int deferred;   /* mine, and no row yet: the finish inserts it */
     int row_status; /* status of the row that was found, when not mine */
     unsigned char row_hash[DD_HASH_LEN];
     char row_error[256];
@@ -52,7 +63,17 @@ typedef struct {
     int retry_failed;
     const char *owner; /* "host:pid", for the operator */
     int lease_s;       /* how long a processing row blocks others */
+    int defer;         /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
 } dd_claim_opts_t;
+
+/* dd_claim_acquire flags */
+#define DD_CLAIM_PRECHECK 1 /* read the keys first, settle the applied ones */
+#define DD_CLAIM_DEFER 2    /* implies PRECHECK: absent keys are claimed by the finish */
+#define DD_CLAIM_BLIND 4    /* test fault: the pre-check finds nothing (races every key) */
+
+/* dd_claim_finish: a deferred key was inserted by another transaction since
+ * the pre-check. Roll back and replay without DD_CLAIM_DEFER. */
+#define DD_CLAIM_RACED (-110)
 
 /* Sorts claims by key (binary order, as the VARBINARY primary key). */
 void dd_claim_sort(dd_claim_t **claims, size_t n);
@@ -61,18 +82,26 @@ int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
 /* Inserts or locks every key and fills the out fields. Must run inside an
  * open transaction. Returns 0 or the dd_err_t class of the database error.
  *
- * precheck (NULL, or room for n pointers): first read the keys without
- * locking and settle the ones already applied (a duplicate or a conflict
- * either way), claiming only the rest. That costs a statement and saves the
- * claim's insert attempt on every applied key: worth it when many keys
- * repeat (a replay, a redelivery storm), not on a stream of new keys. */
+ * DD_CLAIM_PRECHECK: first read the keys without locking and settle the
+ * ones already applied (a duplicate or a conflict either way), claiming
+ * only the rest. That costs a statement and saves the claim's insert
+ * attempt on every applied key. DD_CLAIM_DEFER: the keys the read did not
+ * find are owned without a statement (deferred, see above). scratch: room
+ * for n pointers, for either flag. */
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
-                     const unsigned char token[DD_CLAIM_TOKEN_LEN], dd_claim_t **precheck,
-                     dd_buf_t *sql, char *errstr, size_t errstr_size);
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], int flags,
+                     dd_claim_t **scratch, dd_buf_t *sql, char *errstr, size_t errstr_size);
+
+/* Scratch for the finish's bulk insert, reused across batches. */
+typedef struct dd_claim_rows_s dd_claim_rows_t;
+dd_claim_rows_t *dd_claim_rows_new(void);
+void dd_claim_rows_free(dd_claim_rows_t *rows);
 
 /* Writes the outcome (status, response snapshot, error) of the keys this
- * batch owns, in one statement. Same transaction. */
+ * batch owns: updates the claimed rows, inserts the deferred ones (as one
+ * bulk execution where the server has it). Same transaction. Returns 0,
+ * DD_CLAIM_RACED or a dd_err_t class. */
 int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
-                    dd_buf_t *sql, char *errstr, size_t errstr_size);
+                    dd_buf_t *sql, dd_claim_rows_t *rows, char *errstr, size_t errstr_size);
 
 #endif /* DD_CLAIM_H */

@@ -171,6 +171,13 @@ static const dd_conf_item_t dd_conf_items[] = {
      .desc = "Name of the dedup table."},
     {.path = "dedup.retry_failed", .type = DD_CT_BOOL, .def = "true", DD_AT(dedup.retry_failed),
      .desc = "Whether a later message with the same key and hash may retry a rejected key."},
+    {.path = "dedup.defer_claim", .type = DD_CT_BOOL, .def = "true", DD_AT(dedup.defer_claim),
+     .desc = "Claim a key that is not in the dedup table yet by inserting its finished row "
+             "after the handler ran, in the same transaction: one row write instead of two. "
+             "If another consumer inserted the key meanwhile, that insert fails, the batch is "
+             "rolled back and replayed with the key claimed first. false: always claim "
+             "first, so a handler is never called for a key another consumer is applying "
+             "(choose it when handlers have effects outside the transaction)."},
     {.path = "dedup.max_payload_bytes", .type = DD_CT_INT, .def = "1048576", .min = 1,
      .max = 100000000, DD_AT(dedup.max_payload_bytes),
      .desc = "Larger payloads are dead-lettered as payload_too_large."},

@@ -48,6 +48,7 @@ typedef struct dd_conf_s {
         int64_t ttl_s; /* how long a key is remembered */
         char *table;   /* dedup table name, [A-Za-z0-9_]+ */
         int retry_failed;
+        int defer_claim; /* new keys are claimed by the insert of their finished row */
         int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
         char *lane_key; /* template routing messages to workers; NULL: the business key */
     } dedup;

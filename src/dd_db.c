@@ -20,6 +20,8 @@ struct dd_db_s {
     MYSQL *mysql;
     const dd_conf_t *conf;
     int returning; /* the server has INSERT ... RETURNING */
+    int bulk;      /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
+    MYSQL_STMT *stmts[DD_STMT_SLOTS]; /* prepared on this connection, or NULL */
 };
 
 int dd_db_classify(unsigned int err)
@@ -69,6 +71,23 @@ static int dd_db_server_has_returning(MYSQL *mysql)
     return info && strstr(info, "MariaDB") && mysql_get_server_version(mysql) >= 100500;
 }
 
+/* Array binding (one execution for many rows, no SQL text to parse per
+ * row) exists in MariaDB from 10.2 on. DEDUPD_TEST_FAULTS=no_bulk makes
+ * dedupd act as on a server without it. */
+static int dd_db_server_has_bulk(MYSQL *mysql)
+{
+    unsigned long caps = 0;
+
+    if (dd_test_fault("no_bulk")) {
+        dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no bulk "
+               "execution (test fault injection).");
+        return 0;
+    }
+    if (mariadb_get_infov(mysql, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &caps) != 0)
+        return 0;
+    return (caps & (MARIADB_CLIENT_STMT_BULK_OPERATIONS >> 32)) != 0;
+}
+
 static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = db->conf;
@@ -107,7 +126,21 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
         return err == 1045 || err == 1044 || err == 1049 ? DD_ERR_FATAL : DD_ERR_RETRIABLE;
     }
     db->returning = dd_db_server_has_returning(db->mysql);
+    db->bulk = dd_db_server_has_bulk(db->mysql);
     return DD_OK;
+}
+
+/* Prepared statements belong to their connection. */
+static void dd_db_disconnect(dd_db_t *db)
+{
+    for (int i = 0; i < DD_STMT_SLOTS; i++) {
+        if (db->stmts[i])
+            mysql_stmt_close(db->stmts[i]);
+        db->stmts[i] = NULL;
+    }
+    if (db->mysql)
+        mysql_close(db->mysql);
+    db->mysql = NULL;
 }
 
 int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
@@ -133,9 +166,7 @@ int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr
 
 int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size)
 {
-    if (db->mysql)
-        mysql_close(db->mysql);
-    db->mysql = NULL;
+    dd_db_disconnect(db);
     return dd_db_connect(db, errstr, errstr_size);
 }
 
@@ -143,9 +174,45 @@ void dd_db_close(dd_db_t *db)
 {
     if (!db)
         return;
-    if (db->mysql)
-        mysql_close(db->mysql);
+    dd_db_disconnect(db);
     free(db);
+}
+
+int dd_db_has_bulk(const dd_db_t *db)
+{
+    return db->bulk;
+}
+
+MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot)
+{
+    return db->stmts[slot];
+}
+
+int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
+                  MYSQL_STMT **stmtp, char *errstr, size_t errstr_size)
+{
+    MYSQL_STMT *stmt;
+    unsigned int err;
+
+    *stmtp = NULL;
+    if (!db->mysql) {
+        dd_errstr_set(errstr, errstr_size, "2006: not connected");
+        return DD_ERR_RETRIABLE;
+    }
+    if (!(stmt = mysql_stmt_init(db->mysql))) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    if (mysql_stmt_prepare(stmt, sql, (unsigned long)len) != 0) {
+        err = mysql_stmt_errno(stmt);
+        dd_errstr_set(errstr, errstr_size, "prepare: %u: %s", err, mysql_stmt_error(stmt));
+        mysql_stmt_close(stmt);
+        return dd_db_classify(err);
+    }
+    if (db->stmts[slot])
+        mysql_stmt_close(db->stmts[slot]);
+    db->stmts[slot] = *stmtp = stmt;
+    return DD_OK;
 }
 
 int dd_db_has_returning(const dd_db_t *db)

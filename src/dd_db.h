@@ -31,6 +31,25 @@ MYSQL *dd_db_mysql(dd_db_t *db);
 /* 1 when the connected server has INSERT ... RETURNING (MariaDB >= 10.5). */
 int dd_db_has_returning(const dd_db_t *db);
 
+/* 1 when the server executes a prepared statement for an array of
+ * parameter rows in one go (MariaDB >= 10.2, STMT_ATTR_ARRAY_SIZE). */
+int dd_db_has_bulk(const dd_db_t *db);
+
+/* Statements prepared once per connection. */
+typedef enum {
+    DD_STMT_CLAIM_NEW, /* dd_claim: the deferred claims' rows */
+    DD_STMT_SLOTS
+} dd_stmt_slot_t;
+
+/* The slot's statement on this connection, or NULL until dd_db_prepare()
+ * (a reconnect drops them all). */
+MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot);
+
+/* Prepares sql into the slot. Returns 0 or the dd_err_t class of the error
+ * (written to errstr). */
+int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
+                  MYSQL_STMT **stmtp, char *errstr, size_t errstr_size);
+
 /* Maps a MySQL/MariaDB error number to a dd_err_t class. */
 int dd_db_classify(unsigned int err);
 

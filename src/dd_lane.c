@@ -33,7 +33,10 @@ struct dd_lane_s {
     dd_claim_t *claims;
     dd_claim_t **claimv;
     dd_claim_t **claimw; /* the pre-check's scratch */
+    dd_claim_rows_t *rows; /* the finish's scratch */
     int precheck;        /* the last batch found many keys applied: pre-check */
+    int locking;         /* replaying a deferred claim's race: claim every key first */
+    int fault_blind;     /* DEDUPD_TEST_FAULTS=precheck_blind */
     size_t cap;
     unsigned int seed;
     unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
@@ -479,6 +482,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
 {
     unsigned char token[DD_CLAIM_TOKEN_LEN];
     size_t u, mine = 0;
+    int flags = lane->precheck ? DD_CLAIM_PRECHECK : 0;
     int rc;
 
     *retry_at = -1;
@@ -492,11 +496,14 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         dd_errstr_set(errstr, errstr_size, "no random bytes for the claim token");
         return DD_ERR_FATAL;
     }
+    if (lane->sh->copts.defer && !lane->locking)
+        flags |= DD_CLAIM_DEFER;
+    if (lane->fault_blind)
+        flags |= DD_CLAIM_BLIND;
     rc = dd_lane_sql(lane, "START TRANSACTION", errstr, errstr_size);
     if (!rc)
-        rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token,
-                              lane->precheck ? lane->claimw : NULL, &lane->sql, errstr,
-                              errstr_size);
+        rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token, flags,
+                              lane->claimw, &lane->sql, errstr, errstr_size);
     if (!rc)
         dd_lane_tune_precheck(lane, u);
     if (!rc && mode == DD_LANE_BATCHED)
@@ -524,8 +531,8 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         if (lane->claimv[i]->mine && lane->claimv[i]->result_status >= 0)
             lane->claimv[mine++] = lane->claimv[i];
     if (!rc && mine)
-        rc = dd_claim_finish(lane->db, &lane->sh->copts, lane->claimv, mine, &lane->sql, errstr,
-                             errstr_size);
+        rc = dd_claim_finish(lane->db, &lane->sh->copts, lane->claimv, mine, &lane->sql,
+                             lane->rows, errstr, errstr_size);
     if (!rc)
         rc = dd_lane_sql(lane, "COMMIT", errstr, errstr_size);
     if (!rc && lane->fault_commit_lost && ++lane->commits % lane->fault_commit_lost == 0) {
@@ -561,8 +568,8 @@ rollback:
  *     again.
  * The committed result is what 3 alone gives; handlers are called again only
  * for messages whose effects were rolled back, as on a deadlock replay. */
-static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
-                       dd_stats_t *d, char *errstr, size_t errstr_size)
+static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
+                             dd_stats_t *d, char *errstr, size_t errstr_size)
 {
     int batched = lane->sh->conf->handler.batch && dd_handler_has_batch(lane->sh->h);
     int rc = DD_LANE_TXN_UNBATCHED, declined = 0;
@@ -585,6 +592,27 @@ static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry
         lane->decided = NULL;
     }
     d->batch_declined += (uint64_t)declined;
+    return rc;
+}
+
+/* One transaction over items[0..n), as dd_lane_txn_modes. When a deferred
+ * claim raced another consumer, everything was rolled back: the batch runs
+ * again with every key claimed first, so it waits for that consumer's
+ * commit and then finds its row. */
+static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
+                       dd_stats_t *d, char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    lane->locking = 0;
+    rc = dd_lane_txn_modes(lane, items, n, retry_at, d, errstr, errstr_size);
+    if (rc == DD_CLAIM_RACED) {
+        dd_log(DD_LOG_INFO, "Lane %d: another consumer claimed a key of this batch meanwhile; "
+               "rolled back, running it again with the locking claim.", lane->idx);
+        lane->locking = 1;
+        rc = dd_lane_txn_modes(lane, items, n, retry_at, d, errstr, errstr_size);
+        lane->locking = 0;
+    }
     return rc;
 }
 
@@ -751,18 +779,23 @@ int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr
     lane->idx = idx;
     lane->seed = (unsigned int)(time(NULL) ^ (idx * 7919));
     lane->fault_commit_lost = dd_lane_fault_setting("commit_lost");
+    lane->fault_blind = dd_test_fault("precheck_blind") != 0;
+    if (lane->fault_blind && idx == 0)
+        dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: the claim pre-check finds no keys, so every "
+               "known key races (test fault injection).");
     pthread_mutex_init(&lane->mu, NULL);
     pthread_cond_init(&lane->cv, NULL);
     lane->batch = calloc(cap, sizeof(*lane->batch));
     lane->claims = calloc(cap, sizeof(*lane->claims));
     lane->claimv = calloc(cap, sizeof(*lane->claimv));
     lane->claimw = calloc(cap, sizeof(*lane->claimw));
+    lane->rows = dd_claim_rows_new();
     lane->msgs = calloc(cap, sizeof(*lane->msgs));
     lane->msgv = calloc(cap, sizeof(*lane->msgv));
     lane->results = calloc(cap, sizeof(*lane->results));
     lane->cap = cap;
-    if (!lane->batch || !lane->claims || !lane->claimv || !lane->claimw || !lane->msgs || !lane->msgv ||
-        !lane->results) {
+    if (!lane->batch || !lane->claims || !lane->claimv || !lane->claimw || !lane->rows ||
+        !lane->msgs || !lane->msgv || !lane->results) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
         goto fail;
@@ -811,6 +844,7 @@ void dd_lane_join(dd_lane_t *lane, dd_item_t **leftover)
     free(lane->claims);
     free(lane->claimv);
     free(lane->claimw);
+    dd_claim_rows_free(lane->rows);
     free(lane->msgs);
     free(lane->msgv);
     free(lane->results);

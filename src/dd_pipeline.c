@@ -715,6 +715,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     pl->sh.copts.table = conf->dedup.table;
     pl->sh.copts.ttl_s = conf->dedup.ttl_s;
     pl->sh.copts.retry_failed = conf->dedup.retry_failed;
+    pl->sh.copts.defer = conf->dedup.defer_claim;
     pl->sh.copts.owner = pl->owner;
     pl->sh.copts.lease_s = 300;
     rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# 06: the ledger's handle_batch() gives the same end state as handle() one
-# message at a time. One stream (duplicates, bad messages, conflicts,
-# rejected payments, orders that already exist as UNPAID or REFUNDED) runs
-# twice: into database A with handler.batch = true, into database B with
-# handler.batch = false and the claim read back by a SELECT, as on a server
-# without INSERT ... RETURNING (DEDUPD_TEST_FAULTS=no_returning). A second topic keyed by txn_id adds two payments
-# for one order in the same batch, which the ledger declines to batch.
+# 06: the ledger's handle_batch() and the deferred claim give the same end
+# state as handle() one message at a time with every key claimed first. One
+# stream (duplicates, bad messages, conflicts, rejected payments, orders
+# that already exist as UNPAID or REFUNDED) runs three times:
+#  A: handler.batch = true, deferred claims (the defaults);
+#  B: handler.batch = false, dedup.defer_claim = false, and the claim read
+#     back by a SELECT, as on a server without INSERT ... RETURNING
+#     (DEDUPD_TEST_FAULTS=no_returning);
+#  C: the defaults with a pre-check that finds nothing, on a server taken
+#     for one without bulk execution, so the deferred rows go in as a
+#     multi-row INSERT (DEDUPD_TEST_FAULTS=precheck_blind,no_bulk): every
+#     key already applied is
+#     handled again, its deferred insert fails as a duplicate, exactly as
+#     when another consumer wins the race, and the batch is rolled back and
+#     replayed with the locking claim.
+# A second topic keyed by txn_id adds two payments for one order in the same
+# batch, which the ledger declines to batch.
 # End state: the same ledger entries, balances, orders, dedup rows, order
-# statuses in the responses and dead letters in A and B; every response's
-# ledger_id is its own ledger entry; A used handle_batch and B did not.
+# statuses in the responses and dead letters in A, B and C; every response's
+# ledger_id is its own ledger entry; A used handle_batch and B did not; C
+# raced and A did not.
 source "$(dirname "$0")/lib.sh"
 tb_init ledger_batch
 tb_mock payments:4 txns:1 txns2:1
 DB_A=$TB_DB
 DB_B="${TB_DB}_b"
+DB_C="${TB_DB}_c"
 tb_sql "DROP DATABASE IF EXISTS \`$DB_B\`; CREATE DATABASE \`$DB_B\`"
+tb_sql "DROP DATABASE IF EXISTS \`$DB_C\`; CREATE DATABASE \`$DB_C\`"
 
 tb_gen --keys 1200 --dup-min 1 --dup-max 3 --partitions 4 --bad 24 --conflicts 12 --seed 23
 tb_produce <"$TB_DIR/stream.txt" 2>/dev/null || tb_die "produce payments failed"
@@ -50,45 +63,53 @@ printf '%s\n' "INSERT INTO payment_order (merchant_id, order_no, status) VALUES 
   "INSERT INTO payment_order (merchant_id, order_no, status) VALUES ('m900', 'Z1', 'REFUNDED');" \
   >>"$TB_DIR/orders.sql"
 
-# run_stats: "batched declined" of the last run, and "select" when it read
-# the claims back with a SELECT (logged once per connection).
+# run_stats: "batched declined" of the last run, "select" when it read the
+# claims back with a SELECT (logged once per connection), and how many
+# batches were replayed after a deferred claim's race.
 run_stats() {
-  local how=returning
-  tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log" |
-    grep -q 'acting as if the server had no INSERT ... RETURNING' && how=select
-  echo "$(tb_summary batched) $(tb_summary batch_declined) $how"
+  local how=returning log
+  log=$(tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log")
+  grep -q 'acting as if the server had no INSERT ... RETURNING' <<<"$log" && how=select
+  echo "$(tb_summary batched) $(tb_summary batch_declined) $how" \
+    "$(grep -c 'another consumer claimed a key of this batch' <<<"$log")"
 }
 
-# run_into DB GROUP BATCH FAULTS: the topics into DB, with handler.batch =
-# BATCH and DEDUPD_TEST_FAULTS=FAULTS.
+# run_into DB GROUP BATCH DEFER FAULTS: the topics into DB, with
+# handler.batch = BATCH, dedup.defer_claim = DEFER and
+# DEDUPD_TEST_FAULTS=FAULTS.
 run_into() {
   TB_DB=$1
   TB_GROUP=$2
   TB_DLQ_TOPIC="dlq-$2"
   TB_TOPIC=payments
   TB_HANDLER_EXTRA="batch = $3;"
+  TB_DEDUP_EXTRA="defer_claim = $4;"
   TB_WORKERS=4 TB_BATCH_MAX=100 tb_config
   tb_migrate || tb_die "migrate $1 failed"
   tb_sql "$(cat "$TB_DIR/orders.sql")"
-  DEDUPD_TEST_FAULTS=$4 tb_run || tb_die "dedupd run into $1 failed"
+  DEDUPD_TEST_FAULTS=$5 tb_run || tb_die "dedupd run into $1 failed"
   run_stats >"$TB_DIR/$2.batch"
   for TB_TOPIC in txns txns2; do
     TB_KEY='txn:${txn_id}' TB_WORKERS=1 TB_BATCH_WAIT_MS=1000 tb_config
-    DEDUPD_TEST_FAULTS=$4 tb_run || tb_die "dedupd run of $TB_TOPIC into $1 failed"
+    DEDUPD_TEST_FAULTS=$5 tb_run || tb_die "dedupd run of $TB_TOPIC into $1 failed"
     run_stats >>"$TB_DIR/$2.batch"
   done
 }
-run_into "$DB_A" ga true ""
-run_into "$DB_B" gb false no_returning
+run_into "$DB_A" ga true true ""
+run_into "$DB_B" gb false false no_returning
+run_into "$DB_C" gc true true precheck_blind,no_bulk
 
-read -r a_batched a_declined _ < <(head -n 1 "$TB_DIR/ga.batch")
+read -r a_batched a_declined _ a_raced < <(head -n 1 "$TB_DIR/ga.batch")
 tb_check "A applied most payments through handle_batch ($a_batched of 1200)" test "${a_batched:-0}" -ge 600
 tb_check "A declined the batches with rejected payments ($a_declined)" test "${a_declined:-0}" -ge 1
-tb_eq "A: txns batched, txns2 declined (order X twice), claims by RETURNING" \
-  "3 0 returning|0 1 returning" "$(sed -n 2p "$TB_DIR/ga.batch")|$(sed -n 3p "$TB_DIR/ga.batch")"
-tb_eq "A: payments claimed by RETURNING" returning "$(head -n 1 "$TB_DIR/ga.batch" | cut -d' ' -f3)"
-tb_eq "B: never handle_batch, claims read back by SELECT" "0 0 select|0 0 select|0 0 select" \
-  "$(paste -sd'|' "$TB_DIR/gb.batch")"
+tb_eq "A: txns batched, txns2 declined (order X twice), claims by RETURNING, no race" \
+  "3 0 returning 0|0 1 returning 0" "$(sed -n 2p "$TB_DIR/ga.batch")|$(sed -n 3p "$TB_DIR/ga.batch")"
+tb_eq "A: payments claimed by RETURNING, no race" "returning 0" \
+  "$(head -n 1 "$TB_DIR/ga.batch" | cut -d' ' -f3-)"
+tb_eq "B: never handle_batch, claims read back by SELECT, no race" \
+  "0 0 select 0|0 0 select 0|0 0 select 0" "$(paste -sd'|' "$TB_DIR/gb.batch")"
+read -r _ _ _ c_raced < <(head -n 1 "$TB_DIR/gc.batch")
+tb_check "C: batches with known keys raced and were replayed ($c_raced)" test "${c_raced:-0}" -ge 5
 
 # dump DB: the end state that must not depend on the path taken.
 dump() {
@@ -101,9 +122,11 @@ dump() {
 }
 dump "$DB_A" >"$TB_DIR/a.dump"
 dump "$DB_B" >"$TB_DIR/b.dump"
+dump "$DB_C" >"$TB_DIR/c.dump"
 tb_check "the dumps are not empty ($(wc -l <"$TB_DIR/a.dump") lines)" test "$(wc -l <"$TB_DIR/a.dump")" -gt 2500
 tb_eq "A and B hold the same rows" "" "$(diff "$TB_DIR/a.dump" "$TB_DIR/b.dump" | head -n 20)"
-for db in "$DB_A" "$DB_B"; do
+tb_eq "A and C hold the same rows" "" "$(diff "$TB_DIR/a.dump" "$TB_DIR/c.dump" | head -n 20)"
+for db in "$DB_A" "$DB_B" "$DB_C"; do
   TB_DB=$db
   tb_eq "$db: every applied row's ledger_id is its own entry" "0" \
     "$(tb_sql "SELECT COUNT(*) FROM dedup_record d LEFT JOIN ledger_entry l ON l.biz_key = d.biz_key
@@ -126,8 +149,10 @@ TB_DLQ_TOPIC=dlq-ga
 for reason in bad_json key_missing key_too_long rejected conflict; do
   tb_eq "dead letters $reason: A as B" "$(TB_DLQ_TOPIC=dlq-gb tb_dlq_count "$reason")" \
     "$(tb_dlq_count "$reason")"
+  tb_eq "dead letters $reason: A as C" "$(TB_DLQ_TOPIC=dlq-gc tb_dlq_count "$reason")" \
+    "$(tb_dlq_count "$reason")"
   tb_eq "dead letters $reason: as generated" "$(tb_expect_get "dead_letters.$reason")" \
     "$(tb_dlq_count "$reason")"
 done
-tb_sql "DROP DATABASE \`$DB_B\`"
+tb_sql "DROP DATABASE \`$DB_B\`; DROP DATABASE \`$DB_C\`"
 tb_done

@@ -6,6 +6,11 @@
 # InnoDB rolls back the worker's). Every error is retried; each key is
 # applied once in total.
 #
+# g1 claims every key first (dedup.defer_claim = false): its claim locks the
+# seeded rows the other session holds. g2 keeps the default: it settles the
+# seeded keys by its pre-check (applied rows are read without a lock) and
+# inserts new keys' rows last, racing g1 for them.
+#
 # On a private MariaDB: the test lowers innodb_lock_wait_timeout globally.
 source "$(dirname "$0")/lib.sh"
 tb_init lock_contention
@@ -15,7 +20,7 @@ tb_mock events:1
 export TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' TB_WORKERS=1
 export TB_KAFKA_PROPS=auto.commit.interval.ms=200
 conf() { TB_GROUP=$1 tb_config "$TB_DIR/$1.conf" 'retry = { backoff_initial = "50ms"; backoff_max = "300ms"; };'; }
-conf g1
+TB_DEDUP_EXTRA='defer_claim = false;' conf g1
 tb_migrate || tb_die "migrate failed"
 conf g2
 
