@@ -26,6 +26,8 @@ struct dd_lane_s {
     pthread_cond_t cv;
     dd_item_t *head, *tail;
     size_t queued; /* items between head and tail */
+    int idle;      /* waiting for the first item of a batch */
+    size_t need;   /* queued items that fill the batch being collected */
 
     dd_db_t *db;
     dd_buf_t sql;
@@ -61,10 +63,10 @@ typedef enum {
 
 /* ---- batch collection ---- */
 
-/* The lane is woken only when its queue stops being empty (it may be
- * waiting for a first item) or holds a full batch: while it fills a batch it
- * waits for its deadline anyway, and a wake-up per message costs the main
- * thread a system call and the lane a context switch each. */
+/* The lane is woken only when it waits for the first item of a batch, or
+ * when the queue holds what fills the batch it is collecting: while it
+ * fills a batch it waits for its deadline anyway, and a wake-up per message
+ * costs the main thread a system call and the lane a context switch each. */
 void dd_lane_push(dd_lane_t *lane, dd_item_t *item)
 {
     item->next = NULL;
@@ -74,7 +76,7 @@ void dd_lane_push(dd_lane_t *lane, dd_item_t *item)
     else
         lane->head = item;
     lane->tail = item;
-    if (++lane->queued == 1 || lane->queued >= (size_t)lane->sh->conf->batch.max_messages)
+    if ((++lane->queued == 1 && lane->idle) || lane->queued >= lane->need)
         pthread_cond_signal(&lane->cv);
     pthread_mutex_unlock(&lane->mu);
 }
@@ -125,9 +127,13 @@ static size_t dd_lane_collect(dd_lane_t *lane)
         } else if (!filling) {
             dd_lane_deadline(&ts, 100);
         }
+        lane->idle = n == 0;
+        lane->need = max - n;
         if (pthread_cond_timedwait(&lane->cv, &lane->mu, &ts) == ETIMEDOUT && n > 0)
             waited = 1;
     }
+    lane->idle = 0;
+    lane->need = max;
     pthread_mutex_unlock(&lane->mu);
     return n;
 }
@@ -778,6 +784,7 @@ int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr
     lane->sh = sh;
     lane->idx = idx;
     lane->seed = (unsigned int)(time(NULL) ^ (idx * 7919));
+    lane->need = cap;
     lane->fault_commit_lost = dd_lane_fault_setting("commit_lost");
     lane->fault_blind = dd_test_fault("precheck_blind") != 0;
     if (lane->fault_blind && idx == 0)
