@@ -177,6 +177,7 @@ static void dd_lane_post(dd_lane_t *lane, dd_item_t **items, size_t n, const dd_
     sh->stats.batches += delta->batches;
     sh->stats.batched += delta->batched;
     sh->stats.batch_declined += delta->batch_declined;
+    sh->stats.claim_races += delta->claim_races;
     sh->stats.batch_seconds_sum += delta->batch_seconds_sum;
     for (int i = 0; i < DD_BATCH_BUCKETS; i++)
         sh->stats.batch_buckets[i] += delta->batch_buckets[i];
@@ -618,6 +619,7 @@ static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry
         lane->locking = 1;
         rc = dd_lane_txn_modes(lane, items, n, retry_at, d, errstr, errstr_size);
         lane->locking = 0;
+        d->claim_races++;
     }
     return rc;
 }

@@ -65,6 +65,10 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
                        "handle_batch() calls the handler declined; those transactions went "
                        "message by message.",
                        s->batch_declined);
+    dd_metrics_counter(f, "dedupd_claim_races_total",
+                       "Transactions rolled back and replayed with the locking claim because "
+                       "another consumer inserted a deferred key first.",
+                       s->claim_races);
 
     dd_metrics_head(f, "dedupd_dead_letters_total", "counter",
                     "Dead letters acknowledged by the dead-letter topic, by reason.");

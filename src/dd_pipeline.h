@@ -52,6 +52,7 @@ typedef struct {
     uint64_t batches;
     uint64_t batched;        /* applied through the handler's handle_batch() */
     uint64_t batch_declined; /* handle_batch() declined: went message by message */
+    uint64_t claim_races; /* a deferred claim lost to another consumer: batch replayed */
     uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
 
     /* committed batch durations (claim transaction, handler included) */

@@ -123,9 +123,10 @@ static void dd_main_summary(dd_pipeline_t *pl)
     for (int i = 0; i < DD_REASON_CNT; i++)
         printf(" dlq_%s=%llu", dd_reason2str((dd_reason_t)i),
                (unsigned long long)s.dead_letters[i]);
-    printf(" db_retries=%llu batches=%llu batched=%llu batch_declined=%llu",
+    printf(" db_retries=%llu batches=%llu batched=%llu batch_declined=%llu claim_races=%llu",
            (unsigned long long)s.db_errors_retriable, (unsigned long long)s.batches,
-           (unsigned long long)s.batched, (unsigned long long)s.batch_declined);
+           (unsigned long long)s.batched, (unsigned long long)s.batch_declined,
+           (unsigned long long)s.claim_races);
     /* poll -> finished latency, and the time from the first message polled
      * to the last one finished (what the bench divides by) */
     printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f active_s=%.3f\n",

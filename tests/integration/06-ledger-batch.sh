@@ -65,13 +65,12 @@ printf '%s\n' "INSERT INTO payment_order (merchant_id, order_no, status) VALUES 
 
 # run_stats: "batched declined" of the last run, "select" when it read the
 # claims back with a SELECT (logged once per connection), and how many
-# batches were replayed after a deferred claim's race.
+# transactions were replayed after a deferred claim's race (claim_races).
 run_stats() {
   local how=returning log
   log=$(tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log")
   grep -q 'acting as if the server had no INSERT ... RETURNING' <<<"$log" && how=select
-  echo "$(tb_summary batched) $(tb_summary batch_declined) $how" \
-    "$(grep -c 'another consumer claimed a key of this batch' <<<"$log")"
+  echo "$(tb_summary batched) $(tb_summary batch_declined) $how $(tb_summary claim_races)"
 }
 
 # run_into DB GROUP BATCH DEFER FAULTS: the topics into DB, with
