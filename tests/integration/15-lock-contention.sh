@@ -29,12 +29,8 @@ seq 0 9 | awk '{ printf "0\t-\t{\"id\":%d}\n", $1 }' | tb_produce 2>/dev/null ||
 TB_CONF="$TB_DIR/g1.conf" TB_GROUP=g1 tb_run || tb_die "seed run failed"
 
 # Both groups up and idle (g2 re-reads the seed: duplicates).
-tb_bg g1 "$DEDUPD" run -c "$TB_DIR/g1.conf"
-g1=$TB_LAST_PID
-tb_bg g2 "$DEDUPD" run -c "$TB_DIR/g2.conf"
-g2=$TB_LAST_PID
-tb_wait_until 30 "g1 assigned" grep -q 'Assigned events' "$TB_DIR/g1.log" || tb_die "g1 got no partition"
-tb_wait_until 30 "g2 assigned" grep -q 'Assigned events' "$TB_DIR/g2.log" || tb_die "g2 got no partition"
+tb_start_groups g1 g2
+g1=${TB_PID[g1]} g2=${TB_PID[g2]}
 sleep 1
 
 # The other session: heavy (5,000 undo records), locks ev:5, waits for the

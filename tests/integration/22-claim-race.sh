@@ -20,12 +20,8 @@ TB_GROUP=g1 tb_config "$TB_DIR/g1.conf"
 tb_migrate || tb_die "migrate failed"
 TB_GROUP=g2 tb_config "$TB_DIR/g2.conf"
 
-tb_bg g1 "$DEDUPD" run -c "$TB_DIR/g1.conf"
-g1=$TB_LAST_PID
-tb_bg g2 "$DEDUPD" run -c "$TB_DIR/g2.conf"
-g2=$TB_LAST_PID
-tb_wait_until 30 "g1 assigned" grep -q 'Assigned events' "$TB_DIR/g1.log" || tb_die "g1 got no partition"
-tb_wait_until 30 "g2 assigned" grep -q 'Assigned events' "$TB_DIR/g2.log" || tb_die "g2 got no partition"
+tb_start_groups g1 g2
+g1=${TB_PID[g1]} g2=${TB_PID[g2]}
 sleep 1
 
 N=50

@@ -276,6 +276,22 @@ tb_start() {
   tb_bg "$name" "$DEDUPD" run -c "$TB_CONF" "$@"
 }
 
+# tb_start_groups NAME...: dedupd run on $TB_DIR/NAME.conf for each NAME in
+# the background (output in $TB_DIR/NAME.log, pid in TB_PID[NAME]), then
+# waits until each has been assigned partitions of TB_TOPIC.
+declare -gA TB_PID
+tb_start_groups() {
+  local name
+  for name in "$@"; do
+    tb_bg "$name" "$DEDUPD" run -c "$TB_DIR/$name.conf"
+    TB_PID[$name]=$TB_LAST_PID
+  done
+  for name in "$@"; do
+    tb_wait_until 30 "$name assigned" grep -q "Assigned $TB_TOPIC " "$TB_DIR/$name.log" ||
+      tb_die "$name got no partition"
+  done
+}
+
 # tb_stop PID: SIGTERM and wait; returns the process's exit code.
 tb_stop() {
   local pid="$1" rc=0 secs
