@@ -703,11 +703,21 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     char err[512];
     dd_stats_t d;
 
-    for (size_t i = 0; i < n; i++)
-        if (!items[i]->hashed) {
-            dd_key_hash(sh->hspec, items[i]->json, items[i]->hash);
-            items[i]->hashed = 1;
+    /* The main thread hashes as it parses; what it could not hash is tried
+     * again here. A request hash fails only for want of memory or on a
+     * libcrypto error, never for the input: stop rather than compare a
+     * hash that was not computed. */
+    for (size_t i = 0; i < n; i++) {
+        if (items[i]->hashed)
+            continue;
+        if (dd_key_hash(sh->hspec, items[i]->json, items[i]->hash) != DD_OK) {
+            dd_lane_set_fatal(lane, "cannot compute a request hash (out of memory or a "
+                                    "libcrypto error)");
+            dd_lane_requeue(lane, items, n);
+            return;
         }
+        items[i]->hashed = 1;
+    }
     while (start < n && !sh->stop_hard && !sh->fatal) {
         size_t limit = n - start;
         long retry_at = -1;

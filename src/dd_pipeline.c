@@ -281,7 +281,7 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
     /* Hashed here, while the freshly parsed tree is still in this core's
      * cache: in a lane every node is a cache miss, which made hashing there
      * cost several times more. The lane skips hashed items; on failure it
-     * tries again itself, as before. */
+     * tries again itself, and stops the worker if that fails too. */
     if (dd_key_hash(pl->hspec, item->json, item->hash) == DD_OK)
         item->hashed = 1;
     /* The lane key's fields are fields of the business key (checked at load),

@@ -1097,8 +1097,13 @@ static int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *err
                          &item->key_len, &item->reason, item->error,
                          sizeof(item->error)) != DD_OK) {
         item->outcome = DD_OUT_DLQ;
+    } else if (dd_key_hash(rp->hspec, item->json, item->hash) != DD_OK) {
+        rp->batch[rp->n++] = item; /* freed with the batch */
+        dd_errstr_set(errstr, errstr_size, "cannot compute the request hash of %s [%d] at "
+                      "offset %lld (out of memory or a libcrypto error)",
+                      rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset);
+        return DD_ERR_NOMEM;
     } else {
-        dd_key_hash(rp->hspec, item->json, item->hash);
         item->hashed = 1;
     }
     rp->batch[rp->n++] = item;
