@@ -721,6 +721,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     while (start < n && !sh->stop_hard && !sh->fatal) {
         size_t limit = n - start;
         long retry_at = -1;
+        uint64_t asked = 0; /* RETRYs of attempts rolled back for a prefix commit */
         int64_t t0;
         int rc;
 
@@ -732,9 +733,11 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
             rc = dd_lane_txn(lane, items + start, limit, &retry_at, &d, err, sizeof(err));
             if (rc || retry_at <= 0)
                 break;
+            asked += d.retries;
             backoff_item = items[start + (size_t)retry_at];
             limit = (size_t)retry_at; /* commit what came before it */
         }
+        d.retries += asked;
         if (rc == DD_ERR_RETRIABLE) {
             dd_stats_t e = {.db_errors_retriable = 1};
             dd_lane_post(lane, NULL, 0, &e);
