@@ -125,7 +125,10 @@ static const dd_conf_item_t dd_conf_items[] = {
      DD_LIST_AT(kafka.properties, kafka.property_cnt), .check = dd_conf_check_properties,
      .desc = "Extra librdkafka properties as \"name=value\", each checked by librdkafka when "
              "the file is loaded. bootstrap.servers, group.id and enable.auto.offset.store "
-             "are set by dedupd and are refused here."},
+             "are set by dedupd and are refused here. The dead-letter producer takes them "
+             "too (consumer-only ones excepted), e.g. message.timeout.ms (30000 by default): "
+             "how long one send is tried before dedupd sends the dead letter again. Its "
+             "acks=all cannot be changed."},
 
     DD_GROUP("mysql", "MySQL/MariaDB database holding the dedup table and the business tables."),
     {.path = "mysql.host", .type = DD_CT_STRING, .def = "127.0.0.1", DD_AT(mysql.host),

@@ -59,10 +59,14 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
     dlq->conf = conf;
     dlq->cb = cb;
     dlq->cb_arg = cb_arg;
-    if (dd_conf_kafka_apply(conf, kconf, dd_dlq_consumer_only, err, sizeof(err)) ||
-        dd_conf_kafka_set(kconf, "acks", "all", err, sizeof(err)) ||
-        dd_conf_kafka_set(kconf, "linger.ms", "5", err, sizeof(err)) ||
-        dd_conf_kafka_set(kconf, "message.timeout.ms", "30000", err, sizeof(err))) {
+    /* Defaults kafka.properties may change (how long one send is tried
+     * before its delivery report fails and dedupd sends it again), then the
+     * user's properties, then what a dead letter always needs: every
+     * in-sync replica's acknowledgement. */
+    if (dd_conf_kafka_set(kconf, "linger.ms", "5", err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "message.timeout.ms", "30000", err, sizeof(err)) ||
+        dd_conf_kafka_apply(conf, kconf, dd_dlq_consumer_only, err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "acks", "all", err, sizeof(err))) {
         dd_errstr_set(errstr, errstr_size, "dead-letter producer: %s", err);
         goto fail;
     }

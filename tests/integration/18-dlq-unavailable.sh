@@ -4,12 +4,15 @@
 # below it while the producer cannot deliver (the messages behind it are
 # applied in the database meanwhile, but their offsets wait too). The worker
 # keeps trying, never skips; once the topic is back the dead letter is there
-# and the offsets pass it.
+# and the offsets pass it. Each send gives up after 1.5 s
+# (message.timeout.ms), so the failed delivery reports and dedupd's own
+# resending are exercised too, not only librdkafka's retries.
 source "$(dirname "$0")/lib.sh"
 tb_init dlq_unavailable
 tb_mock events:1 events.dlq:1
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' TB_WORKERS=2 \
-  TB_KAFKA_PROPS="auto.commit.interval.ms=200 topic.metadata.refresh.interval.ms=1000" tb_config
+  TB_KAFKA_PROPS="auto.commit.interval.ms=200 topic.metadata.refresh.interval.ms=1000 message.timeout.ms=1500" \
+  tb_config
 tb_migrate || tb_die "migrate failed"
 
 {
@@ -28,6 +31,9 @@ tb_check "offsets up to the poison message committed" tb_wait_until 10 "offset 1
 sleep 3
 tb_eq "committed offset still below the poison message" "0 10" "$(tb_committed)"
 tb_eq "no dead letter yet" 0 "$(tb_dlq | wc -l)"
+# The first send of the dead letter timed out (1.5 s) before the 3 s above.
+tb_check "a delivery report failed: dedupd must send the dead letter again" \
+  grep -q 'Dead letter to events.dlq was not delivered: Local: Message timed out' "$TB_DIR/w.log"
 tb_check "the worker is still running" kill -0 "$w"
 
 tb_mock_ctl "topic-error events.dlq 0"
