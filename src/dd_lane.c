@@ -511,7 +511,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     if (!rc)
         rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token, flags,
                               lane->claimw, &lane->sql, errstr, errstr_size);
-    if (!rc)
+    if (!rc && !(flags & DD_CLAIM_DEFER)) /* deferring pre-checks every batch */
         dd_lane_tune_precheck(lane, u);
     if (!rc && mode == DD_LANE_BATCHED)
         rc = dd_lane_run_batch(lane, items, n, d, errstr, errstr_size);

@@ -39,7 +39,7 @@ ev:m2 1
 ev:m3 1" "$(tb_sql 'SELECT biz_key, n FROM th_effect ORDER BY biz_key' | tr '\t' ' ')"
 tb_eq "handler asked 8 times" 8 "$(grep -c 'Handler asked to retry' "$TB_DIR/run1.log")"
 tb_eq "the summary counts 8 retries" 8 \
-  "$(awk '/^summary / { for (i = 2; i <= NF; i++) if ($i ~ /^retries=/) print substr($i, 9) }' "$TB_DIR/run1.log")"
+  "$(tb_summary_sum retries "$TB_DIR/run1.log")"
 # m1 was committed before m2's first call; m2 after the 8 backoffs.
 gap=$(tb_sql "SELECT TIMESTAMPDIFF(MICROSECOND, (SELECT updated_at FROM dedup_record WHERE biz_key = 'ev:m1'), (SELECT updated_at FROM dedup_record WHERE biz_key = 'ev:m2')) DIV 1000")
 tb_log "m2 applied ${gap} ms after m1"

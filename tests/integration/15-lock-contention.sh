@@ -73,7 +73,7 @@ logs="$TB_DIR/g1.log $TB_DIR/g2.log"
 {
   tb_check "a lock wait timeout (1205) was retried" grep -q '1205' $logs
   tb_check "a deadlock (1213) was retried" grep -q '1213' $logs
-  applied=$(awk '/^summary / { for (i = 2; i <= NF; i++) if ($i ~ /^applied=/) s += substr($i, 9) } END { print s + 0 }' $logs)
+  applied=$(tb_summary_sum applied $logs)
 }
 tb_eq "the two groups applied each new key once between them" $((N - 10)) "$applied"
 tb_eq "one effect per key" "$N" "$(tb_sql 'SELECT COUNT(*) FROM th_effect')"

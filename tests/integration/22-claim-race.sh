@@ -42,15 +42,10 @@ races() { grep -c 'another consumer claimed a key of this batch' "$TB_DIR/$1.log
 r1=$(races g1) r2=$(races g2)
 tb_check "one group lost the race and replayed its batch (g1 $r1, g2 $r2)" \
   test $((r1 > 0 || r2 > 0)) -eq 1
-# counted LOG FIELD: FIELD of the summary line in LOG.log
-counted() {
-  awk -v f="$2" '/^summary / { for (i = 2; i <= NF; i++) if (index($i, f "=") == 1)
-    s += substr($i, length(f) + 2) } END { print s + 0 }' "$TB_DIR/$1.log"
-}
 tb_eq "the summaries count the races as logged" "$((r1 + r2))" \
-  "$(($(counted g1 claim_races) + $(counted g2 claim_races)))"
+  "$(tb_summary_sum claim_races "$TB_DIR/g1.log" "$TB_DIR/g2.log")"
 tb_eq "the two groups applied each key once between them" "$N" \
-  "$(($(counted g1 applied) + $(counted g2 applied)))"
+  "$(tb_summary_sum applied "$TB_DIR/g1.log" "$TB_DIR/g2.log")"
 tb_eq "one effect per key" "$N" "$(tb_sql 'SELECT COUNT(*) FROM th_effect')"
 tb_eq "no effect applied twice" 0 "$(tb_sql 'SELECT COUNT(*) FROM th_effect WHERE n <> 1')"
 tb_eq "one applied dedup row per key, attempts 1" "$N 1 1" \

@@ -268,6 +268,15 @@ tb_summary() {
     awk -v f="$1" '/^summary / { v = "" ; for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }'
 }
 
+# tb_summary_sum FIELD LOG...: FIELD of the summary lines in the LOG files
+# (of background runs), added up.
+tb_summary_sum() {
+  local f="$1"
+  shift
+  awk -v f="$f" '/^summary / { for (i = 2; i <= NF; i++) { split($i, kv, "=");
+    if (kv[1] == f) s += kv[2] } } END { print s + 0 }' "$@"
+}
+
 # tb_start NAME [args]: dedupd run (no --exit-at-end) in the background; pid in
 # TB_LAST_PID, output in $TB_DIR/NAME.log. Stop it with tb_stop or tb_kill9.
 tb_start() {
