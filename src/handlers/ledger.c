@@ -16,17 +16,19 @@
  * Round trips: handle() sends the three writes (one statement per table) in
  * a single round trip when the connection allows multi-statements, one each
  * otherwise; the order upsert and its state move are one statement.
- * handle_batch() writes a whole batch the same way, each statement a
- * multi-row one (see "batches" below), and leaves anything unusual to
- * handle(). No statement is cached, so nothing here is tied to a connection
- * or a thread; all values are validated and escaped (keys go in as hex
- * literals).
+ * handle_batch() writes a whole batch with a statement per table (see
+ * "batches" below) and leaves anything unusual to handle(). The ledger
+ * entries and the orders of a batch go through statements prepared once
+ * per connection and executed for arrays of rows, where the server has bulk
+ * execution; every other statement is text, built per call. All values are
+ * validated, and bound or escaped (keys go in as bytes or hex literals).
  *
  * Config (handler.config): table_prefix = "..." (optional, default "").
  */
 #include "dedupd/handler.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,6 +44,7 @@
 typedef struct ledger_state {
     char prefix[LEDGER_PREFIX_MAX + 1];
     atomic_int autoinc_mode; /* -1 until read (see ledger_autoinc_mode) */
+    pthread_key_t conns;     /* each thread's prepared statements (ledger_conn) */
 } ledger_state;
 
 /* A validated callback. Strings point into the cJSON payload. */
@@ -90,6 +93,8 @@ static int ledger_conf_one(ledger_state *st, const config_setting_t *s, char *er
     return 0;
 }
 
+static void ledger_conn_free(void *p);
+
 static int ledger_init(void **statep, const config_setting_t *conf, char *err, size_t errlen)
 {
     ledger_state *st = calloc(1, sizeof(*st));
@@ -114,13 +119,25 @@ static int ledger_init(void **statep, const config_setting_t *conf, char *err, s
             return -1;
         }
     }
+    if (pthread_key_create(&st->conns, ledger_conn_free) != 0) {
+        snprintf(err, errlen, "out of thread-specific keys");
+        free(st);
+        return -1;
+    }
     *statep = st;
     return 0;
 }
 
+/* dedupd has joined its lanes by now (their statements went with them, see
+ * ledger_conn_free); the calling thread's are freed here. */
 static void ledger_fini(void *state)
 {
-    free(state);
+    ledger_state *st = state;
+
+    ledger_conn_free(pthread_getspecific(st->conns));
+    pthread_setspecific(st->conns, NULL);
+    pthread_key_delete(st->conns);
+    free(st);
 }
 
 /* ---- schema ----------------------------------------------------------- */
@@ -557,23 +574,26 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
 
 /* ---- batches --------------------------------------------------------- */
 
-/* handle_batch: the same rows as handle() for every payment, written with
- * three statements in one round trip whatever the batch size:
- *  - the ledger entries, one multi-row INSERT in message order; their ids
- *    are consecutive (a multi-row INSERT with a known row count takes one
- *    block of ids when innodb_autoinc_lock_mode is 0 or 1, the default);
+/* handle_batch: the same rows as handle() for every payment, with one
+ * statement per table whatever the batch size:
+ *  - the ledger entries, in message order;
  *  - the merchant balances, summed per merchant and currency first, so a
  *    hot merchant is one row change per batch instead of one per payment;
  *  - the order upserts;
  *  - a read of the orders' statuses for the responses, only when the
  *    upsert's counts do not show that every order took its payment's
  *    status (see ledger_orders_all_set).
+ * Where the server has bulk execution (MariaDB 10.2+), the entries and the
+ * orders are prepared statements executed for arrays of rows, and the
+ * entries' ids are read back (ledger_batch_bulk). Elsewhere all three are
+ * multi-row text statements in one round trip, and the ids are the
+ * consecutive block such a statement takes (ledger_batch_text).
  * It declines (dedupd then calls handle() per message, which decides each
  * one) when a payment is invalid, when an order appears twice in the batch
  * (its second payment would see the first one's state, which the read-back
- * cannot tell apart), or when ids may not be consecutive. Balances and
- * orders are written in key order, so concurrent batches lock them in the
- * same order. */
+ * cannot tell apart), or when the ids cannot be known. Balances and orders
+ * are written in key order, so concurrent batches lock them in the same
+ * order. */
 
 typedef struct ledger_buf {
     char *p;
@@ -645,6 +665,7 @@ static void ledger_buf_hex(ledger_buf *b, const char *s)
 typedef struct ledger_item {
     ledger_payment p;
     const char *biz_key;
+    unsigned long long ledger_id;
     char status[4 * LEDGER_STATUS_MAX + 1]; /* read back: VARCHAR(16) of utf8mb4 */
 } ledger_item;
 
@@ -699,67 +720,87 @@ static int ledger_batch_parse(const dedupd_msg *const *msgs, size_t n, ledger_it
     return 0;
 }
 
-static void ledger_batch_sql(const ledger_state *st, MYSQL *db, ledger_item *items,
-                             ledger_item **ord, ledger_item **bal, size_t n, ledger_buf b[4])
+/* The ledger entries, one multi-row INSERT in message order. */
+static void ledger_sql_entries(const ledger_state *st, MYSQL *db, const ledger_item *items,
+                               size_t n, ledger_buf *b)
 {
-    const char *pre = st->prefix;
-    size_t i, j, k;
-
-    ledger_buf_printf(&b[0],
+    ledger_buf_printf(b,
                       "INSERT INTO `%sledger_entry` (merchant_id, order_no, txn_id, amount_cents,"
                       " currency, biz_key) VALUES ",
-                      pre);
-    for (i = 0; i < n; i++) {
+                      st->prefix);
+    for (size_t i = 0; i < n; i++) {
         const ledger_payment *p = &items[i].p;
-        ledger_buf_puts(&b[0], i ? ",(" : "(");
-        ledger_buf_quote(&b[0], db, p->merchant_id);
-        ledger_buf_puts(&b[0], ",");
-        ledger_buf_quote(&b[0], db, p->order_no);
-        ledger_buf_puts(&b[0], ",");
-        ledger_buf_quote(&b[0], db, p->txn_id);
-        ledger_buf_printf(&b[0], ",%lld,'%s',", p->amount_cents, p->currency);
-        ledger_buf_hex(&b[0], items[i].biz_key);
-        ledger_buf_puts(&b[0], ")");
+        ledger_buf_puts(b, i ? ",(" : "(");
+        ledger_buf_quote(b, db, p->merchant_id);
+        ledger_buf_puts(b, ",");
+        ledger_buf_quote(b, db, p->order_no);
+        ledger_buf_puts(b, ",");
+        ledger_buf_quote(b, db, p->txn_id);
+        ledger_buf_printf(b, ",%lld,'%s',", p->amount_cents, p->currency);
+        ledger_buf_hex(b, items[i].biz_key);
+        ledger_buf_puts(b, ")");
     }
-    ledger_buf_printf(&b[1],
+}
+
+/* The balances, summed per merchant and currency (bal is in that order). */
+static void ledger_sql_balances(const ledger_state *st, MYSQL *db, ledger_item *const *bal,
+                                size_t n, ledger_buf *b)
+{
+    size_t i, j;
+
+    ledger_buf_printf(b,
                       "INSERT INTO `%smerchant_balance` (merchant_id, currency, balance_cents,"
                       " entries) VALUES ",
-                      pre);
+                      st->prefix);
     for (i = 0; i < n; i = j) {
         long long sum = 0;
         for (j = i; j < n && ledger_cmp_balance(&bal[i], &bal[j]) == 0; j++)
             sum += bal[j]->p.amount_cents;
-        ledger_buf_puts(&b[1], i ? ",(" : "(");
-        ledger_buf_quote(&b[1], db, bal[i]->p.merchant_id);
-        ledger_buf_printf(&b[1], ",'%s',%lld,%zu)", bal[i]->p.currency, sum, j - i);
+        ledger_buf_puts(b, i ? ",(" : "(");
+        ledger_buf_quote(b, db, bal[i]->p.merchant_id);
+        ledger_buf_printf(b, ",'%s',%lld,%zu)", bal[i]->p.currency, sum, j - i);
     }
-    ledger_buf_puts(&b[1], LEDGER_BALANCE_ODKU);
-    ledger_buf_printf(&b[2],
+    ledger_buf_puts(b, LEDGER_BALANCE_ODKU);
+}
+
+/* The order upserts, in key order. */
+static void ledger_sql_orders(const ledger_state *st, MYSQL *db, ledger_item *const *ord,
+                              size_t n, ledger_buf *b)
+{
+    ledger_buf_printf(b,
                       "INSERT INTO `%spayment_order` (merchant_id, order_no, status, txn_id,"
                       " amount_cents) VALUES ",
-                      pre);
-    ledger_buf_printf(&b[3], "SELECT merchant_id, order_no, status FROM `%spayment_order` WHERE ",
-                      pre);
-    for (k = 0; k < n; k++) {
+                      st->prefix);
+    for (size_t k = 0; k < n; k++) {
         const ledger_payment *p = &ord[k]->p;
-        ledger_buf_puts(&b[2], k ? ",(" : "(");
-        ledger_buf_quote(&b[2], db, p->merchant_id);
-        ledger_buf_puts(&b[2], ",");
-        ledger_buf_quote(&b[2], db, p->order_no);
-        ledger_buf_printf(&b[2], ",'%s',", p->status);
-        ledger_buf_quote(&b[2], db, p->txn_id);
-        ledger_buf_printf(&b[2], ",%lld)", p->amount_cents);
-        ledger_buf_puts(&b[3], k ? " OR (merchant_id = " : "(merchant_id = ");
-        ledger_buf_quote(&b[3], db, p->merchant_id);
-        ledger_buf_puts(&b[3], " AND order_no = ");
-        ledger_buf_quote(&b[3], db, p->order_no);
-        ledger_buf_puts(&b[3], ")");
+        ledger_buf_puts(b, k ? ",(" : "(");
+        ledger_buf_quote(b, db, p->merchant_id);
+        ledger_buf_puts(b, ",");
+        ledger_buf_quote(b, db, p->order_no);
+        ledger_buf_printf(b, ",'%s',", p->status);
+        ledger_buf_quote(b, db, p->txn_id);
+        ledger_buf_printf(b, ",%lld)", p->amount_cents);
     }
-    ledger_buf_puts(&b[2], LEDGER_ORDER_ODKU);
+    ledger_buf_puts(b, LEDGER_ORDER_ODKU);
+}
+
+/* The read of the orders' statuses after the upsert. */
+static void ledger_sql_statuses(const ledger_state *st, MYSQL *db, ledger_item *const *ord,
+                                size_t n, ledger_buf *b)
+{
+    ledger_buf_printf(b, "SELECT merchant_id, order_no, status FROM `%spayment_order` WHERE ",
+                      st->prefix);
+    for (size_t k = 0; k < n; k++) {
+        ledger_buf_puts(b, k ? " OR (merchant_id = " : "(merchant_id = ");
+        ledger_buf_quote(b, db, ord[k]->p.merchant_id);
+        ledger_buf_puts(b, " AND order_no = ");
+        ledger_buf_quote(b, db, ord[k]->p.order_no);
+        ledger_buf_puts(b, ")");
+    }
 }
 
 /* Matches the read-back statuses to the payments; -1 if one is missing. */
-static int ledger_batch_statuses(MYSQL_RES *rows, ledger_item **ord, size_t n)
+static int ledger_read_statuses(MYSQL_RES *rows, ledger_item **ord, size_t n)
 {
     MYSQL_ROW row;
     size_t found = 0;
@@ -786,49 +827,393 @@ static int ledger_orders_all_set(MYSQL *db, const ledger_sql *q, size_t n)
            !ledger_conn_has(db, CLIENT_FOUND_ROWS);
 }
 
-static dedupd_status ledger_batch_write(ledger_state *st, MYSQL *db, ledger_item *items,
-                                        ledger_item **ord, ledger_item **bal, size_t n,
-                                        dedupd_result *res)
+/* ---- bulk execution --------------------------------------------------- */
+
+/* The statements the bulk path keeps prepared. */
+enum { LEDGER_STMT_ENTRIES, LEDGER_STMT_ORDERS, LEDGER_STMTS };
+
+/* Their parameters, one letter per '?': m merchant_id, o order_no, t txn_id,
+ * a amount_cents, c currency, s status, k biz_key. */
+static const char *const ledger_stmt_params[LEDGER_STMTS] = {"motack", "mosta"};
+
+#define LEDGER_BULK_COLS 6
+#define LEDGER_BULK_CHUNK 1000 /* rows per execution: a packet of ~200 kB */
+
+/* The prepared statements of one thread on its connection. dedupd never
+ * hands a connection from one thread to another, so a thread that comes
+ * with another connection (dedupd reconnected) has closed the old one, and
+ * Connector/C has detached its statements: closing them only frees them. */
+typedef struct ledger_conn {
+    MYSQL *db;
+    unsigned long thread_id;
+    MYSQL_STMT *stmt[LEDGER_STMTS];
+    MYSQL_STMT *dead; /* failed to prepare: closed at the next call, since
+                         closing it now would clear the error dedupd reads */
+} ledger_conn;
+
+static void ledger_conn_reset(ledger_conn *c)
+{
+    for (int i = 0; i < LEDGER_STMTS; i++) {
+        if (c->stmt[i]) mysql_stmt_close(c->stmt[i]);
+        c->stmt[i] = NULL;
+    }
+    if (c->dead) mysql_stmt_close(c->dead);
+    c->dead = NULL;
+}
+
+/* Thread-exit destructor of the per-thread statements. */
+static void ledger_conn_free(void *p)
+{
+    if (!p) return;
+    ledger_conn_reset(p);
+    free(p);
+}
+
+/* 1 when DEDUPD_TEST_FAULTS names fault (dedupd's test fault injection:
+ * "name" or "name=N", separated by ',' or ' '). */
+static int ledger_fault(const char *fault)
+{
+    const char *env = getenv("DEDUPD_TEST_FAULTS"), *p;
+    size_t len = strlen(fault);
+
+    for (p = env; p && (p = strstr(p, fault)) != NULL; p += len)
+        if ((p == env || p[-1] == ',' || p[-1] == ' ') && strchr(",= ", p[len]))
+            return 1; /* strchr also matches the terminating NUL */
+    return 0;
+}
+
+/* Bulk execution (arrays of parameter rows) exists on MariaDB 10.2 and
+ * later; DEDUPD_TEST_FAULTS=no_bulk makes the ledger act as if it did not,
+ * like dedupd itself. */
+static int ledger_has_bulk(MYSQL *db)
+{
+    unsigned long caps = 0;
+
+    if (ledger_fault("no_bulk")) return 0;
+    if (mariadb_get_infov(db, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &caps) != 0)
+        return 0;
+    return (caps & (MARIADB_CLIENT_STMT_BULK_OPERATIONS >> 32)) != 0;
+}
+
+/* The calling thread's statement `which` on db, prepared on first use. */
+static MYSQL_STMT *ledger_stmt(ledger_state *st, MYSQL *db, int which, dedupd_result *res)
+{
+    ledger_conn *c = pthread_getspecific(st->conns);
+    unsigned long id = mysql_thread_id(db);
+    char sql[LEDGER_SQL_MAX];
+    MYSQL_STMT *stmt;
+
+    if (!c) {
+        if (!(c = calloc(1, sizeof(*c))) || pthread_setspecific(st->conns, c) != 0) {
+            free(c);
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+            return NULL;
+        }
+    }
+    if (c->db != db || c->thread_id != id) {
+        ledger_conn_reset(c);
+        c->db = db;
+        c->thread_id = id;
+    }
+    if (c->dead) {
+        mysql_stmt_close(c->dead);
+        c->dead = NULL;
+    }
+    if (c->stmt[which]) return c->stmt[which];
+    if (which == LEDGER_STMT_ENTRIES)
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO `%sledger_entry` (merchant_id, order_no, txn_id, amount_cents,"
+                 " currency, biz_key) VALUES (?, ?, ?, ?, ?, ?)",
+                 st->prefix);
+    else
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO `%spayment_order` (merchant_id, order_no, status, txn_id,"
+                 " amount_cents) VALUES (?, ?, ?, ?, ?)" LEDGER_ORDER_ODKU,
+                 st->prefix);
+    if (!(stmt = mysql_stmt_init(db))) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+        return NULL;
+    }
+    if (mysql_stmt_prepare(stmt, sql, (unsigned long)strlen(sql)) != 0) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: prepare: %s (%u)",
+                 mysql_stmt_error(stmt), mysql_stmt_errno(stmt));
+        c->dead = stmt;
+        return NULL;
+    }
+    return c->stmt[which] = stmt;
+}
+
+/* Column-wise parameters of a bulk execution: an array of values per '?'. */
+typedef struct ledger_params {
+    size_t cols;
+    const char **str[LEDGER_BULK_COLS];
+    unsigned long *len[LEDGER_BULK_COLS];
+    long long *num[LEDGER_BULK_COLS];
+    MYSQL_BIND bind[LEDGER_BULK_COLS];
+} ledger_params;
+
+static void ledger_params_free(ledger_params *prm)
+{
+    for (size_t c = 0; c < LEDGER_BULK_COLS; c++) {
+        free(prm->str[c]);
+        free(prm->len[c]);
+        free(prm->num[c]);
+    }
+}
+
+/* Fills the columns named by spec from rows[0..n) (see ledger_stmt_params). */
+static int ledger_params_fill(ledger_params *prm, const char *spec, ledger_item *const *rows,
+                              size_t n)
+{
+    memset(prm, 0, sizeof(*prm));
+    prm->cols = strlen(spec);
+    for (size_t c = 0; c < prm->cols; c++) {
+        if (spec[c] == 'a' ? !(prm->num[c] = calloc(n, sizeof(long long)))
+                           : !(prm->str[c] = calloc(n, sizeof(char *))) ||
+                                 !(prm->len[c] = calloc(n, sizeof(unsigned long))))
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            const ledger_payment *p = &rows[i]->p;
+            const char *v = spec[c] == 'm'   ? p->merchant_id
+                            : spec[c] == 'o' ? p->order_no
+                            : spec[c] == 't' ? p->txn_id
+                            : spec[c] == 'c' ? p->currency
+                            : spec[c] == 's' ? p->status
+                            : spec[c] == 'k' ? rows[i]->biz_key
+                                             : NULL;
+            if (!v) {
+                prm->num[c][i] = p->amount_cents;
+                continue;
+            }
+            prm->str[c][i] = v;
+            prm->len[c][i] = (unsigned long)strlen(v);
+        }
+    }
+    return 0;
+}
+
+/* Points the binds at rows [off, ...). The key goes in as bytes. */
+static void ledger_params_bind(ledger_params *prm, const char *spec, size_t off)
+{
+    for (size_t c = 0; c < prm->cols; c++) {
+        if (spec[c] == 'a')
+            prm->bind[c] = (MYSQL_BIND){.buffer_type = MYSQL_TYPE_LONGLONG,
+                                        .buffer = prm->num[c] + off};
+        else
+            prm->bind[c] = (MYSQL_BIND){
+                .buffer_type = spec[c] == 'k' ? MYSQL_TYPE_BLOB : MYSQL_TYPE_STRING,
+                .buffer = prm->str[c] + off,
+                .length = prm->len[c] + off};
+    }
+}
+
+/* Executes statement `which` for rows[0..n), LEDGER_BULK_CHUNK rows at a
+ * time. q gets the affected rows and "Duplicates:" summed, and the first
+ * chunk's insert id (its first row's). On failure the error is in
+ * res[0].error and, for the server's errors, in mysql_errno(db) too, where
+ * dedupd looks for deadlocks. */
+static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *const *rows,
+                           size_t n, ledger_sql *q, dedupd_result *res)
+{
+    const char *spec = ledger_stmt_params[which];
+    MYSQL_STMT *stmt = ledger_stmt(st, db, which, res);
+    ledger_params prm;
+    int rc = -1;
+
+    if (!stmt) return -1;
+    if (ledger_params_fill(&prm, spec, rows, n) != 0) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+        goto out;
+    }
+    q->affected = q->insert_id = 0;
+    q->updated = 0;
+    for (size_t off = 0; off < n; off += LEDGER_BULK_CHUNK) {
+        unsigned int cnt = (unsigned int)(n - off < LEDGER_BULK_CHUNK ? n - off : LEDGER_BULK_CHUNK);
+        long long up;
+        ledger_params_bind(&prm, spec, off);
+        if (mysql_stmt_attr_set(stmt, STMT_ATTR_ARRAY_SIZE, &cnt) != 0 ||
+            mysql_stmt_bind_param(stmt, prm.bind) != 0 || mysql_stmt_execute(stmt) != 0) {
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)",
+                     mysql_stmt_error(stmt), mysql_stmt_errno(stmt));
+            goto out;
+        }
+        q->affected += mysql_stmt_affected_rows(stmt);
+        if (off == 0) q->insert_id = mysql_stmt_insert_id(stmt);
+        up = ledger_info_updated(mysql_info(db));
+        q->updated = q->updated < 0 || up < 0 ? -1 : q->updated + up;
+    }
+    rc = 0;
+out:
+    ledger_params_free(&prm);
+    return rc;
+}
+
+static int ledger_cmp_key(const void *a, const void *b)
+{
+    const ledger_item *x = *(const ledger_item *const *)a, *y = *(const ledger_item *const *)b;
+
+    return strcmp(x->biz_key, y->biz_key);
+}
+
+/* Gives each payment the id of its entry, from rows (id, biz_key) that hold
+ * them and maybe entries of other transactions. -1 when an entry is missing
+ * or a key appears twice (another consumer's entry for a key it has just
+ * booked: this transaction's own claim will fail, declining is enough). */
+static int ledger_match_ids(MYSQL_RES *rows, ledger_item *items, size_t n)
+{
+    ledger_item **by_key = calloc(n, sizeof(*by_key));
+    MYSQL_ROW row;
+    size_t found = 0;
+    int rc = -1;
+
+    if (!by_key) return -1;
+    for (size_t i = 0; i < n; i++) by_key[i] = &items[i];
+    qsort(by_key, n, sizeof(*by_key), ledger_cmp_key);
+    while ((row = mysql_fetch_row(rows))) {
+        ledger_item probe = {.biz_key = row[1]}, *pp = &probe, **hit;
+        if (!row[0] || !row[1] || !(hit = bsearch(&pp, by_key, n, sizeof(*by_key), ledger_cmp_key)))
+            continue;
+        if ((*hit)->ledger_id) goto out;
+        (*hit)->ledger_id = strtoull(row[0], NULL, 10);
+        found++;
+    }
+    rc = found == n ? 0 : -1;
+out:
+    free(by_key);
+    return rc;
+}
+
+static dedupd_status ledger_batch_statuses(const ledger_state *st, MYSQL *db, ledger_item **ord,
+                                           size_t n, const ledger_sql *q, dedupd_result *res);
+
+/* The text path: the three writes as multi-row statements in one round
+ * trip. The entries' ids are the insert id and the ones after it (see
+ * ledger_autoinc_mode). */
+static dedupd_status ledger_batch_text(ledger_state *st, MYSQL *db, ledger_item *items,
+                                       ledger_item **ord, ledger_item **bal, size_t n,
+                                       dedupd_result *res)
 {
     ledger_buf b[4] = {{0}};
     ledger_sql q[4] = {{0}};
     dedupd_status rc = DEDUPD_RETRY;
-    int i;
+    int i, mode = ledger_autoinc_mode(st, db);
 
-    ledger_batch_sql(st, db, items, ord, bal, n, b);
-    for (i = 0; i < 4; i++) {
+    if (mode < 0 || mode > 1) {
+        snprintf(res[0].error, sizeof(res[0].error),
+                 "ledger: innodb_autoinc_lock_mode is %d, batch ids may not be consecutive", mode);
+        return mode < 0 ? ledger_db_fail(db, &res[0]) : DEDUPD_REJECT;
+    }
+    ledger_sql_entries(st, db, items, n, &b[0]);
+    ledger_sql_balances(st, db, bal, n, &b[1]);
+    ledger_sql_orders(st, db, ord, n, &b[2]);
+    for (i = 0; i < 3; i++) {
         if (b[i].oom) {
             snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
             goto out;
         }
         q[i].text = b[i].p;
     }
-    q[3].want_rows = 1;
     if (ledger_run(db, q, 3) != 0) {
         ledger_db_fail(db, &res[0]);
         goto out;
     }
-    if (ledger_orders_all_set(db, &q[2], n)) {
-        for (size_t k = 0; k < n; k++)
-            snprintf(items[k].status, sizeof(items[k].status), "%s", items[k].p.status);
-    } else if (ledger_run(db, &q[3], 1) != 0) {
-        ledger_db_fail(db, &res[0]);
-        goto out;
-    }
-    if (q[0].affected != n || (q[3].rows && ledger_batch_statuses(q[3].rows, ord, n) != 0)) {
+    if (q[0].affected != n) {
         snprintf(res[0].error, sizeof(res[0].error), "ledger: batch read-back incomplete");
         goto out;
     }
-    for (size_t k = 0; k < n; k++) {
-        if (!(res[k].response = ledger_response(q[0].insert_id + k, items[k].status))) {
+    for (size_t k = 0; k < n; k++) items[k].ledger_id = q[0].insert_id + k;
+    rc = ledger_batch_statuses(st, db, ord, n, &q[2], res);
+out:
+    ledger_free_rows(q, 4);
+    for (i = 0; i < 4; i++) free(b[i].p);
+    return rc;
+}
+
+/* The bulk path: the entries and the orders as prepared statements
+ * executed for arrays of rows (no VALUES list for the server to parse),
+ * the balances as one multi-row statement. A bulk execution does not
+ * promise one block of consecutive ids, so the entries' ids are read back:
+ * the rows from the first id on (our own rows, and any that other
+ * transactions committed meanwhile), matched to the payments by key. */
+static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item *items,
+                                       ledger_item **ord, ledger_item **bal, size_t n,
+                                       dedupd_result *res)
+{
+    ledger_buf b = {0};
+    char ids[LEDGER_SQL_MAX];
+    ledger_sql q[2] = {{0}}, entries = {0}, orders = {0};
+    dedupd_status rc = DEDUPD_RETRY;
+    ledger_item **seq = malloc(n * sizeof(*seq)); /* message order */
+
+    if (!seq) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+        return DEDUPD_RETRY;
+    }
+    for (size_t i = 0; i < n; i++) seq[i] = &items[i];
+    if (ledger_bulk_run(st, db, LEDGER_STMT_ENTRIES, seq, n, &entries, res) != 0) goto out;
+    if (entries.affected != n) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: %llu of %zu entries written",
+                 entries.affected, n);
+        goto out;
+    }
+    ledger_sql_balances(st, db, bal, n, &b);
+    snprintf(ids, sizeof(ids), "SELECT id, biz_key FROM `%sledger_entry` WHERE id >= %llu",
+             st->prefix, entries.insert_id);
+    q[0].text = b.p;
+    q[1].text = ids;
+    q[1].want_rows = 1;
+    if (b.oom) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+        goto out;
+    }
+    if (ledger_run(db, q, 2) != 0) {
+        ledger_db_fail(db, &res[0]);
+        goto out;
+    }
+    if (ledger_match_ids(q[1].rows, items, n) != 0) {
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: entry ids read back incomplete");
+        goto out;
+    }
+    if (ledger_bulk_run(st, db, LEDGER_STMT_ORDERS, ord, n, &orders, res) != 0) goto out;
+    rc = ledger_batch_statuses(st, db, ord, n, &orders, res);
+out:
+    ledger_free_rows(q, 2);
+    free(b.p);
+    free(seq);
+    return rc;
+}
+
+/* The statuses the orders have after the upsert q, then the responses. */
+static dedupd_status ledger_batch_statuses(const ledger_state *st, MYSQL *db, ledger_item **ord,
+                                           size_t n, const ledger_sql *q, dedupd_result *res)
+{
+    ledger_buf b = {0};
+    ledger_sql rd = {.want_rows = 1};
+    dedupd_status rc = DEDUPD_RETRY;
+
+    if (ledger_orders_all_set(db, q, n)) {
+        for (size_t k = 0; k < n; k++)
+            snprintf(ord[k]->status, sizeof(ord[k]->status), "%s", ord[k]->p.status);
+    } else {
+        ledger_sql_statuses(st, db, ord, n, &b);
+        if (b.oom) {
             snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
-            goto out; /* dedupd frees the responses made so far */
+            goto out;
+        }
+        rd.text = b.p;
+        if (ledger_run(db, &rd, 1) != 0) {
+            ledger_db_fail(db, &res[0]);
+            goto out;
+        }
+        if (ledger_read_statuses(rd.rows, ord, n) != 0) {
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: batch read-back incomplete");
+            goto out;
         }
     }
     rc = DEDUPD_OK;
 out:
-    ledger_free_rows(q, 4);
-    for (i = 0; i < 4; i++) free(b[i].p);
+    ledger_free_rows(&rd, 1);
+    free(b.p);
     return rc;
 }
 
@@ -839,20 +1224,12 @@ static dedupd_status ledger_handle_batch(void *state, MYSQL *db, const dedupd_ms
     ledger_item *items = calloc(n, sizeof(*items));
     ledger_item **ord = calloc(n, sizeof(*ord)), **bal = calloc(n, sizeof(*bal));
     dedupd_status rc = DEDUPD_REJECT;
-    int mode;
 
     if (!items || !ord || !bal) {
         snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
         goto out;
     }
     if (ledger_batch_parse(msgs, n, items, res) != 0) goto out;
-    mode = ledger_autoinc_mode(st, db);
-    if (mode < 0 || mode > 1) {
-        snprintf(res[0].error, sizeof(res[0].error),
-                 "ledger: innodb_autoinc_lock_mode is %d, batch ids may not be consecutive", mode);
-        if (mode < 0) rc = ledger_db_fail(db, &res[0]);
-        goto out;
-    }
     for (size_t i = 0; i < n; i++) ord[i] = bal[i] = &items[i];
     qsort(ord, n, sizeof(*ord), ledger_cmp_order);
     qsort(bal, n, sizeof(*bal), ledger_cmp_balance);
@@ -863,7 +1240,14 @@ static dedupd_status ledger_handle_batch(void *state, MYSQL *db, const dedupd_ms
             goto out;
         }
     }
-    rc = ledger_batch_write(st, db, items, ord, bal, n, res);
+    rc = ledger_has_bulk(db) ? ledger_batch_bulk(st, db, items, ord, bal, n, res)
+                             : ledger_batch_text(st, db, items, ord, bal, n, res);
+    for (size_t k = 0; rc == DEDUPD_OK && k < n; k++) {
+        if (!(res[k].response = ledger_response(items[k].ledger_id, items[k].status))) {
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
+            rc = DEDUPD_RETRY; /* dedupd frees the responses made so far */
+        }
+    }
 out:
     free(items);
     free(ord);
