@@ -256,14 +256,17 @@ static int ledger_chars_in(const char *s, const char *set)
     return s[strspn(s, set)] == '\0';
 }
 
-/* Converts amount to integer cents without floating error: the amount is
- * accepted only if printing it with 2 decimals and reading that back gives
- * the very same double, and the cents are then read from those digits. */
+/* Converts amount to integer cents without floating error. An amount with
+ * at most 2 decimals is the double nearest to a whole number of cents c
+ * over 100; times 100 it is within a few ulps of c (exact below 2^53, which
+ * LEDGER_AMOUNT_MAX keeps it under), so rounding gives c, and c / 100 gives
+ * the amount back. Any other amount does not come back. (This accepts the
+ * same amounts as printing with 2 decimals and reading that back.) */
 static int ledger_amount(const cJSON *json, long long *cents, char *err, size_t errlen)
 {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(json, "amount");
-    char buf[64], *dot;
     double x;
+    long long c;
 
     if (!f || cJSON_IsNull(f)) {
         snprintf(err, errlen, "missing field amount");
@@ -282,14 +285,12 @@ static int ledger_amount(const cJSON *json, long long *cents, char *err, size_t 
         snprintf(err, errlen, "amount must be at most %.0f, got %.15g", LEDGER_AMOUNT_MAX, x);
         return -1;
     }
-    snprintf(buf, sizeof(buf), "%.2f", x);
-    if (strtod(buf, NULL) != x) {
+    c = llround(x * 100.0);
+    if ((double)c / 100.0 != x) {
         snprintf(err, errlen, "amount must have at most 2 decimals, got %.15g", x);
         return -1;
     }
-    dot = strchr(buf, '.');
-    memmove(dot, dot + 1, strlen(dot)); /* "12.34" -> "1234" */
-    *cents = strtoll(buf, NULL, 10);
+    *cents = c;
     return 0;
 }
 
@@ -416,14 +417,16 @@ static int ledger_run(MYSQL *db, ledger_sql *q, int n)
     char *all;
     int i, rc = 0;
 
-    for (i = 0; i < n; i++) q[i].rows = NULL;
+    for (i = 0; i < n; i++)
+        q[i].rows = NULL;
     if (!ledger_conn_has(db, CLIENT_MULTI_STATEMENTS)) {
         for (i = 0; i < n && rc == 0; i++)
             if (mysql_query(db, q[i].text) != 0 || ledger_collect(db, &q[i]) != 0) rc = -1;
         if (rc) ledger_free_rows(q, n);
         return rc;
     }
-    for (i = 0; i < n; i++) len += strlen(q[i].text) + 1;
+    for (i = 0; i < n; i++)
+        len += strlen(q[i].text) + 1;
     if (!(all = malloc(len + 1))) return -1;
     for (i = 0; i < n; i++) {
         size_t k = strlen(q[i].text);
@@ -453,13 +456,13 @@ static int ledger_run(MYSQL *db, ledger_sql *q, int n)
  * then move out of UNPAID" in one statement). ODKU assigns left to right,
  * so status must be tested last. The batch path writes the same rows with
  * the same clauses (LEDGER_*_ODKU). */
-#define LEDGER_BALANCE_ODKU                                                                       \
-    " ON DUPLICATE KEY UPDATE balance_cents = balance_cents + VALUES(balance_cents),"             \
+#define LEDGER_BALANCE_ODKU                                                                        \
+    " ON DUPLICATE KEY UPDATE balance_cents = balance_cents + VALUES(balance_cents),"              \
     " entries = entries + VALUES(entries)"
-#define LEDGER_ORDER_ODKU                                                                         \
-    " ON DUPLICATE KEY UPDATE"                                                                    \
-    " txn_id = IF(status = 'UNPAID', VALUES(txn_id), txn_id),"                                    \
-    " amount_cents = IF(status = 'UNPAID', VALUES(amount_cents), amount_cents),"                  \
+#define LEDGER_ORDER_ODKU                                                                          \
+    " ON DUPLICATE KEY UPDATE"                                                                     \
+    " txn_id = IF(status = 'UNPAID', VALUES(txn_id), txn_id),"                                     \
+    " amount_cents = IF(status = 'UNPAID', VALUES(amount_cents), amount_cents),"                   \
     " status = IF(status = 'UNPAID', VALUES(status), status)"
 
 typedef struct ledger_one_sql {
@@ -538,7 +541,9 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
 {
     ledger_payment p;
     ledger_one_sql b;
-    ledger_sql q[4] = {{.text = b.text[0]}, {.text = b.text[1]}, {.text = b.text[2]},
+    ledger_sql q[4] = {{.text = b.text[0]},
+                       {.text = b.text[1]},
+                       {.text = b.text[2]},
                        {.text = b.text[3], .want_rows = 1}};
     char status[64];
     unsigned long long up;
@@ -608,7 +613,8 @@ static int ledger_buf_reserve(ledger_buf *b, size_t n)
 
     if (b->oom) return -1;
     if (b->len + n + 1 <= b->cap) return 0;
-    while (cap < b->len + n + 1) cap *= 2;
+    while (cap < b->len + n + 1)
+        cap *= 2;
     if (!(p = realloc(b->p, cap))) {
         b->oom = 1;
         return -1;
@@ -764,8 +770,8 @@ static void ledger_sql_balances(const ledger_state *st, MYSQL *db, ledger_item *
 }
 
 /* The order upserts, in key order. */
-static void ledger_sql_orders(const ledger_state *st, MYSQL *db, ledger_item *const *ord,
-                              size_t n, ledger_buf *b)
+static void ledger_sql_orders(const ledger_state *st, MYSQL *db, ledger_item *const *ord, size_t n,
+                              ledger_buf *b)
 {
     ledger_buf_printf(b,
                       "INSERT INTO `%spayment_order` (merchant_id, order_no, status, txn_id,"
@@ -997,13 +1003,13 @@ static void ledger_params_bind(ledger_params *prm, const char *spec, size_t off)
 {
     for (size_t c = 0; c < prm->cols; c++) {
         if (spec[c] == 'a')
-            prm->bind[c] = (MYSQL_BIND){.buffer_type = MYSQL_TYPE_LONGLONG,
-                                        .buffer = prm->num[c] + off};
+            prm->bind[c] =
+                (MYSQL_BIND){.buffer_type = MYSQL_TYPE_LONGLONG, .buffer = prm->num[c] + off};
         else
-            prm->bind[c] = (MYSQL_BIND){
-                .buffer_type = spec[c] == 'k' ? MYSQL_TYPE_BLOB : MYSQL_TYPE_STRING,
-                .buffer = prm->str[c] + off,
-                .length = prm->len[c] + off};
+            prm->bind[c] =
+                (MYSQL_BIND){.buffer_type = spec[c] == 'k' ? MYSQL_TYPE_BLOB : MYSQL_TYPE_STRING,
+                             .buffer = prm->str[c] + off,
+                             .length = prm->len[c] + off};
     }
 }
 
@@ -1028,13 +1034,14 @@ static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *
     q->affected = q->insert_id = 0;
     q->updated = 0;
     for (size_t off = 0; off < n; off += LEDGER_BULK_CHUNK) {
-        unsigned int cnt = (unsigned int)(n - off < LEDGER_BULK_CHUNK ? n - off : LEDGER_BULK_CHUNK);
+        unsigned int cnt =
+            (unsigned int)(n - off < LEDGER_BULK_CHUNK ? n - off : LEDGER_BULK_CHUNK);
         long long up;
         ledger_params_bind(&prm, spec, off);
         if (mysql_stmt_attr_set(stmt, STMT_ATTR_ARRAY_SIZE, &cnt) != 0 ||
             mysql_stmt_bind_param(stmt, prm.bind) != 0 || mysql_stmt_execute(stmt) != 0) {
-            snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)",
-                     mysql_stmt_error(stmt), mysql_stmt_errno(stmt));
+            snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)", mysql_stmt_error(stmt),
+                     mysql_stmt_errno(stmt));
             goto out;
         }
         q->affected += mysql_stmt_affected_rows(stmt);
@@ -1067,7 +1074,8 @@ static int ledger_match_ids(MYSQL_RES *rows, ledger_item *items, size_t n)
     int rc = -1;
 
     if (!by_key) return -1;
-    for (size_t i = 0; i < n; i++) by_key[i] = &items[i];
+    for (size_t i = 0; i < n; i++)
+        by_key[i] = &items[i];
     qsort(by_key, n, sizeof(*by_key), ledger_cmp_key);
     while ((row = mysql_fetch_row(rows))) {
         ledger_item probe = {.biz_key = row[1]}, *pp = &probe, **hit;
@@ -1121,11 +1129,13 @@ static dedupd_status ledger_batch_text(ledger_state *st, MYSQL *db, ledger_item 
         snprintf(res[0].error, sizeof(res[0].error), "ledger: batch read-back incomplete");
         goto out;
     }
-    for (size_t k = 0; k < n; k++) items[k].ledger_id = q[0].insert_id + k;
+    for (size_t k = 0; k < n; k++)
+        items[k].ledger_id = q[0].insert_id + k;
     rc = ledger_batch_statuses(st, db, ord, n, &q[2], res);
 out:
     ledger_free_rows(q, 4);
-    for (i = 0; i < 4; i++) free(b[i].p);
+    for (i = 0; i < 4; i++)
+        free(b[i].p);
     return rc;
 }
 
@@ -1149,7 +1159,8 @@ static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item 
         snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
         return DEDUPD_RETRY;
     }
-    for (size_t i = 0; i < n; i++) seq[i] = &items[i];
+    for (size_t i = 0; i < n; i++)
+        seq[i] = &items[i];
     if (ledger_bulk_run(st, db, LEDGER_STMT_ENTRIES, seq, n, &entries, res) != 0) goto out;
     if (entries.affected != n) {
         snprintf(res[0].error, sizeof(res[0].error), "ledger: %llu of %zu entries written",
@@ -1193,7 +1204,7 @@ static dedupd_status ledger_batch_statuses(const ledger_state *st, MYSQL *db, le
 
     if (ledger_orders_all_set(db, q, n)) {
         for (size_t k = 0; k < n; k++)
-            snprintf(ord[k]->status, sizeof(ord[k]->status), "%s", ord[k]->p.status);
+            strcpy(ord[k]->status, ord[k]->p.status); /* validated: at most 16 bytes */
     } else {
         ledger_sql_statuses(st, db, ord, n, &b);
         if (b.oom) {
@@ -1230,7 +1241,8 @@ static dedupd_status ledger_handle_batch(void *state, MYSQL *db, const dedupd_ms
         goto out;
     }
     if (ledger_batch_parse(msgs, n, items, res) != 0) goto out;
-    for (size_t i = 0; i < n; i++) ord[i] = bal[i] = &items[i];
+    for (size_t i = 0; i < n; i++)
+        ord[i] = bal[i] = &items[i];
     qsort(ord, n, sizeof(*ord), ledger_cmp_order);
     qsort(bal, n, sizeof(*bal), ledger_cmp_balance);
     for (size_t i = 1; i < n; i++) {

@@ -217,6 +217,68 @@ START_TEST(test_handle_batch)
 }
 END_TEST
 
+/* The ledger's amount check, on an unconnected handle: a valid payment gets
+ * as far as the database (RETRY, no server), an invalid one is REJECTed
+ * with the reason. At most 2 decimals, positive, at most 1e12. */
+static dedupd_status ledger_amount(dd_handler_t *h, MYSQL *db, const char *amount,
+                                   dedupd_result *res)
+{
+    char payload[256];
+    cJSON *json;
+    dedupd_msg msg = {.topic = "t", .partition = 0, .offset = 7, .biz_key = "pay:m1:o1"};
+    dedupd_status st;
+    int broken = 0;
+
+    snprintf(payload, sizeof(payload),
+             "{\"merchant_id\":\"m1\",\"order_no\":\"o1\",\"txn_id\":\"t1\",\"amount\":%s,"
+             "\"currency\":\"EUR\",\"status\":\"PAID\"}",
+             amount);
+    json = cJSON_Parse(payload);
+    ck_assert_ptr_nonnull(json);
+    msg.payload = payload;
+    msg.payload_len = strlen(payload);
+    msg.json = json;
+    memset(res, 0, sizeof(*res));
+    st = dd_handler_handle(h, db, &msg, res, &broken);
+    cJSON_Delete(json);
+    free(res->response);
+    return st;
+}
+
+START_TEST(test_ledger_amounts)
+{
+    static const char *const ok[] = {"12.34", "0.01", "0.07", "19.99", "100", "1234567.89",
+                                     "1e12", "999999999999.99", "0.1", "5e-2"};
+    static const struct {
+        const char *amount, *why;
+    } bad[] = {{"12.345", "at most 2 decimals"}, {"0.001", "at most 2 decimals"},
+               {"0.30000000000000004", "at most 2 decimals"}, {"19.999999", "at most 2 decimals"},
+               {"0", "positive"}, {"-5", "positive"}, {"1000000000000.01", "at most 1000000000000"},
+               {"\"12.34\"", "must be a number"}};
+    const char *path = getenv("DD_LEDGER_SO");
+    dd_handler_t *h = NULL;
+    MYSQL *db = mysql_init(NULL);
+    dedupd_result res;
+    char err[512] = "";
+
+    ck_assert_msg(path != NULL, "DD_LEDGER_SO is not set");
+    ck_assert_int_eq(dd_handler_load(&h, path, NULL, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ck_assert_msg(ledger_amount(h, db, ok[i], &res) == DEDUPD_RETRY, "amount %s: %s", ok[i],
+                      res.error);
+        ck_assert_msg(strstr(res.error, "amount") == NULL, "amount %s: %s", ok[i], res.error);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(ledger_amount(h, db, bad[i].amount, &res) == DEDUPD_REJECT, "amount %s",
+                      bad[i].amount);
+        ck_assert_msg(strstr(res.error, bad[i].why) != NULL, "amount %s: %s", bad[i].amount,
+                      res.error);
+    }
+    mysql_close(db);
+    dd_handler_destroy(h);
+}
+END_TEST
+
 static Suite *handler_suite(void)
 {
     Suite *s = suite_create("handler");
@@ -232,6 +294,7 @@ static Suite *handler_suite(void)
     tcase_add_test(tc, test_handle_without_db);
     tcase_add_test(tc, test_abi_v1_loads);
     tcase_add_test(tc, test_handle_batch);
+    tcase_add_test(tc, test_ledger_amounts);
     suite_add_tcase(s, tc);
     return s;
 }
