@@ -207,7 +207,7 @@ static const dd_conf_item_t dd_conf_items[] = {
      .desc = "Dead-letter topic; unset: the source topic's name followed by \".dlq\"."},
 
     DD_GROUP("batch", "Batching: one database transaction per batch."),
-    {.path = "batch.max_messages", .type = DD_CT_INT, .def = "500", .min = 1, .max = 100000,
+    {.path = "batch.max_messages", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
      DD_AT(batch.max_messages), .desc = "Most messages in one batch."},
     {.path = "batch.max_wait_ms", .type = DD_CT_INT, .def = "20", .min = 0, .max = 60000,
      DD_AT(batch.max_wait_ms), .desc = "Longest wait for a batch to fill, in milliseconds."},

@@ -203,7 +203,7 @@ START_TEST(test_defaults)
     ck_assert_ptr_null(conf->dlq.topic);
     ck_assert_str_eq(dd_conf_dlq_topic(conf, "payments", out, sizeof(out)), "payments.dlq");
     ck_assert_ptr_null(dd_conf_dlq_topic(conf, "payments", out, 8));
-    ck_assert_int_eq(conf->batch.max_messages, 500);
+    ck_assert_int_eq(conf->batch.max_messages, 1000);
     ck_assert_int_eq(conf->batch.max_wait_ms, 20);
     ck_assert_int_eq(conf->batch.max_inflight, 20000);
     ck_assert_int_eq(conf->retry.backoff_initial_ms, 100);
@@ -424,7 +424,7 @@ static const struct {
      "rejected property no.such: No such configuration property: \"no.such\""},
     {"DEDUPD_BATCH_MAX_INFLIGHT", "10",
      "environment variable DEDUPD_BATCH_MAX_INFLIGHT (setting batch.max_inflight): must be at "
-     "least batch.max_messages (500), got 10"},
+     "least batch.max_messages (1000), got 10"},
     {"DEDUPD_PURGE_INTERVAL", "1x",
      "environment variable DEDUPD_PURGE_INTERVAL (setting purge.interval): expected a duration "
      "like \"250ms\", \"30s\" or \"1h30m\", got \"1x\""},
