@@ -1162,9 +1162,10 @@ static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item 
     for (size_t i = 0; i < n; i++)
         seq[i] = &items[i];
     if (ledger_bulk_run(st, db, LEDGER_STMT_ENTRIES, seq, n, &entries, res) != 0) goto out;
-    if (entries.affected != n) {
-        snprintf(res[0].error, sizeof(res[0].error), "ledger: %llu of %zu entries written",
-                 entries.affected, n);
+    if (entries.affected != n || entries.insert_id == 0) { /* no id: nothing to read from */
+        snprintf(res[0].error, sizeof(res[0].error),
+                 "ledger: %llu of %zu entries written, first id %llu", entries.affected, n,
+                 entries.insert_id);
         goto out;
     }
     ledger_sql_balances(st, db, bal, n, &b);

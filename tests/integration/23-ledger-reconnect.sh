@@ -29,14 +29,20 @@ worker_conns() {
 }
 started() { (($(applied) > 0)); }
 tb_wait_until 60 "the first payments applied" started || tb_die "the worker did not get going"
+# Three rounds: kill every connection of the worker, then wait until a lane
+# has reconnected, so each round lands on a running worker.
+reconnects() { grep -c "reconnected to the database" "$TB_DIR/w.log" || true; }
 kills=0
-while (($(applied) < want)) && ((kills < 40)); do
+for round in 1 2 3; do
+  (($(applied) < want)) || break
+  before=$(reconnects)
   for id in $(worker_conns); do
     tb_sql "KILL CONNECTION $id" 2>/dev/null && kills=$((kills + 1))
   done
-  sleep 0.3
+  back() { (($(reconnects) > before || $(applied) >= want)); }
+  tb_wait_until 60 "a lane reconnected after round $round" back || tb_die "no reconnect"
 done
-tb_log "killed $kills connections"
+tb_log "killed $kills connections in $round rounds"
 done_all() { (($(applied) == want)); }
 tb_wait_until 120 "every payment applied" done_all || tb_die "the worker did not finish"
 tb_stop "$w" || tb_die "the worker did not stop cleanly"
