@@ -15,6 +15,20 @@
 /* Keys per statement: keeps statements well under max_allowed_packet. */
 #define DD_CLAIM_CHUNK 1000
 
+/* How long a processing row blocks other consumers before it may be taken
+ * over (its claimer is presumed dead). */
+#define DD_CLAIM_LEASE_S 300
+
+void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char *owner)
+{
+    opts->table = conf->dedup.table;
+    opts->ttl_s = conf->dedup.ttl_s;
+    opts->retry_failed = conf->dedup.retry_failed;
+    opts->defer = conf->dedup.defer_claim;
+    opts->owner = owner;
+    opts->lease_s = DD_CLAIM_LEASE_S;
+}
+
 int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b)
 {
     size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
@@ -490,8 +504,6 @@ static int dd_claim_finish_bulk(dd_db_t *db, const dd_claim_opts_t *opts, dd_cla
     if (mysql_stmt_attr_set(stmt, STMT_ATTR_ARRAY_SIZE, &rows) != 0 ||
         mysql_stmt_bind_param(stmt, r->bind) != 0 || mysql_stmt_execute(stmt) != 0) {
         err = mysql_stmt_errno(stmt);
-        if (err == 1062)
-            return DD_CLAIM_RACED; /* ER_DUP_ENTRY: another consumer has the key */
         dd_errstr_set(errstr, errstr_size, "claim finish: %u: %s", err, mysql_stmt_error(stmt));
         return dd_db_classify(err);
     }
@@ -519,16 +531,19 @@ int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claim
             if (kind == DD_FINISH_NEW && dd_db_has_bulk(db)) {
                 rc = dd_claim_finish_bulk(db, opts, claims + off, cnt, rows, sql, errstr,
                                           errstr_size);
-                continue;
+            } else {
+                dd_buf_reset(sql);
+                if (kind == DD_FINISH_PLAIN)
+                    dd_claim_finish_plain(sql, opts, claims + off, cnt);
+                else
+                    dd_claim_finish_values(sql, mysql, opts, claims + off, cnt, kind);
+                rc = dd_claim_send(db, sql, "claim finish", errstr, errstr_size);
             }
-            dd_buf_reset(sql);
-            if (kind == DD_FINISH_PLAIN)
-                dd_claim_finish_plain(sql, opts, claims + off, cnt);
-            else
-                dd_claim_finish_values(sql, mysql, opts, claims + off, cnt, kind);
-            rc = dd_claim_send(db, sql, "claim finish", errstr, errstr_size);
+            /* A failed statement, prepared or not, leaves its error on the
+             * connection. ER_DUP_ENTRY on a deferred row: another consumer
+             * has the key. */
             if (rc && kind == DD_FINISH_NEW && mysql_errno(mysql) == 1062)
-                rc = DD_CLAIM_RACED; /* ER_DUP_ENTRY: another consumer has the key */
+                rc = DD_CLAIM_RACED;
         }
     }
     return rc;

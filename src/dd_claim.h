@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dd_conf.h"
 #include "dd_db.h"
 #include "dd_key.h"
 
@@ -65,6 +66,10 @@ typedef struct {
     int lease_s;       /* how long a processing row blocks others */
     int defer;         /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
 } dd_claim_opts_t;
+
+/* The options the config gives, for the instance named owner (kept by the
+ * caller). */
+void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char *owner);
 
 /* dd_claim_acquire flags */
 #define DD_CLAIM_PRECHECK 1 /* read the keys first, settle the applied ones */

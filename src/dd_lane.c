@@ -37,7 +37,6 @@ struct dd_lane_s {
     dd_claim_t **claimw; /* the pre-check's scratch */
     dd_claim_rows_t *rows; /* the finish's scratch */
     int precheck;        /* the last batch found many keys applied: pre-check */
-    int locking;         /* replaying a deferred claim's race: claim every key first */
     int fault_blind;     /* DEDUPD_TEST_FAULTS=precheck_blind */
     size_t cap;
     unsigned int seed;
@@ -483,9 +482,11 @@ static void dd_lane_tune_precheck(dd_lane_t *lane, size_t u)
     lane->precheck = applied * 8 >= u && applied > 0;
 }
 
-/* One attempt at one transaction over items[0..n) (see dd_lane_txn). */
+/* One attempt at one transaction over items[0..n) (see dd_lane_txn).
+ * locking: claim every key first, deferring none (replaying a race). */
 static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lane_mode_t mode,
-                            long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
+                            int locking, long *retry_at, dd_stats_t *d, char *errstr,
+                            size_t errstr_size)
 {
     unsigned char token[DD_CLAIM_TOKEN_LEN];
     size_t u, mine = 0;
@@ -503,7 +504,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         dd_errstr_set(errstr, errstr_size, "no random bytes for the claim token");
         return DD_ERR_FATAL;
     }
-    if (lane->sh->copts.defer && !lane->locking)
+    if (lane->sh->copts.defer && !locking)
         flags |= DD_CLAIM_DEFER;
     if (lane->fault_blind)
         flags |= DD_CLAIM_BLIND;
@@ -575,8 +576,8 @@ rollback:
  *     again.
  * The committed result is what 3 alone gives; handlers are called again only
  * for messages whose effects were rolled back, as on a deadlock replay. */
-static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at,
-                             dd_stats_t *d, char *errstr, size_t errstr_size)
+static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, int locking,
+                             long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
 {
     int batched = lane->sh->conf->handler.batch && dd_handler_has_batch(lane->sh->h);
     int rc = DD_LANE_TXN_UNBATCHED, declined = 0;
@@ -584,16 +585,16 @@ static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, long 
 
     lane->decided = NULL;
     if (batched)
-        rc = dd_lane_txn_once(lane, items, n, DD_LANE_BATCHED, retry_at, d, errstr,
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_BATCHED, locking, retry_at, d, errstr,
                               errstr_size);
     if (rc == DD_LANE_TXN_UNBATCHED) {
         declined = batched;
-        rc = dd_lane_txn_once(lane, items, n, DD_LANE_OPTIMISTIC, retry_at, d, errstr,
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_OPTIMISTIC, locking, retry_at, d, errstr,
                               errstr_size);
     }
     if (rc == DD_LANE_TXN_REDO) {
         retries = d->retries; /* counted for the decided message */
-        rc = dd_lane_txn_once(lane, items, n, DD_LANE_SAVEPOINTS, retry_at, d, errstr,
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_SAVEPOINTS, locking, retry_at, d, errstr,
                               errstr_size);
         d->retries += retries;
         lane->decided = NULL;
@@ -611,14 +612,11 @@ static int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry
 {
     int rc;
 
-    lane->locking = 0;
-    rc = dd_lane_txn_modes(lane, items, n, retry_at, d, errstr, errstr_size);
+    rc = dd_lane_txn_modes(lane, items, n, 0, retry_at, d, errstr, errstr_size);
     if (rc == DD_CLAIM_RACED) {
         dd_log(DD_LOG_INFO, "Lane %d: another consumer claimed a key of this batch meanwhile; "
                "rolled back, running it again with the locking claim.", lane->idx);
-        lane->locking = 1;
-        rc = dd_lane_txn_modes(lane, items, n, retry_at, d, errstr, errstr_size);
-        lane->locking = 0;
+        rc = dd_lane_txn_modes(lane, items, n, 1, retry_at, d, errstr, errstr_size);
         d->claim_races++;
     }
     return rc;

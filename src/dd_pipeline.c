@@ -712,12 +712,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     pl->sh.h = h;
     gethostname(host, sizeof(host) - 1);
     snprintf(pl->owner, sizeof(pl->owner), "%s:%d", host, (int)getpid());
-    pl->sh.copts.table = conf->dedup.table;
-    pl->sh.copts.ttl_s = conf->dedup.ttl_s;
-    pl->sh.copts.retry_failed = conf->dedup.retry_failed;
-    pl->sh.copts.defer = conf->dedup.defer_claim;
-    pl->sh.copts.owner = pl->owner;
-    pl->sh.copts.lease_s = 300;
+    dd_claim_opts_init(&pl->sh.copts, conf, pl->owner);
     rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
     if (!rc && conf->dedup.lane_key)
         rc = dd_key_tmpl_new(&pl->lane_tmpl, conf->dedup.lane_key, errstr, errstr_size);

@@ -1128,12 +1128,7 @@ static int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_si
     rp->sh.conf = conf;
     rp->sh.h = rp->h;
     rp->sh.hspec = rp->hspec;
-    rp->sh.copts.table = conf->dedup.table;
-    rp->sh.copts.ttl_s = conf->dedup.ttl_s;
-    rp->sh.copts.retry_failed = conf->dedup.retry_failed;
-    rp->sh.copts.defer = conf->dedup.defer_claim;
-    rp->sh.copts.owner = rp->owner;
-    rp->sh.copts.lease_s = 300;
+    dd_claim_opts_init(&rp->sh.copts, conf, rp->owner);
     return dd_lane_start(&rp->lane, &rp->sh, 0, errstr, errstr_size);
 }
 

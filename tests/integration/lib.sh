@@ -458,6 +458,14 @@ for m in sorted(e["merchants"]):
     "$(tb_sql "SELECT COUNT(*) FROM (SELECT biz_key FROM \`${pre}ledger_entry\` GROUP BY biz_key HAVING COUNT(*) > 1) d")"
 }
 
+# tb_expect_ledger_ids [LABEL]: in TB_DB, every applied key's response names
+# its own ledger entry (the ledger_id of the entry booked under that key).
+tb_expect_ledger_ids() {
+  tb_eq "${1:-$TB_DB}: every applied row's ledger_id is its own entry" 0 \
+    "$(tb_sql "SELECT COUNT(*) FROM dedup_record d LEFT JOIN ledger_entry l ON l.biz_key = d.biz_key
+               WHERE d.status = 1 AND (l.id IS NULL OR JSON_VALUE(d.response, '\$.ledger_id') <> l.id)")"
+}
+
 # tb_expect_outcome EXPECT_JSON [TABLE]: checks the dead letters and the dedup
 # rows against a scripts/gen-payments.py --expect file.
 tb_expect_outcome() {
