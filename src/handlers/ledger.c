@@ -588,15 +588,16 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
  *  - a read of the orders' statuses for the responses, only when the
  *    upsert's counts do not show that every order took its payment's
  *    status (see ledger_orders_all_set).
- * Where the server has bulk execution (MariaDB 10.2+), the entries and the
- * orders are prepared statements executed for arrays of rows, and the
- * entries' ids are read back (ledger_batch_bulk). Elsewhere all three are
- * multi-row text statements in one round trip, and the ids are the
- * consecutive block such a statement takes (ledger_batch_text).
+ * Where the server has bulk execution and RETURNING (MariaDB 10.5+), the
+ * entries and the orders are prepared statements executed for arrays of
+ * rows, and the entries' ids come back row by row (ledger_batch_bulk).
+ * Elsewhere all three are multi-row text statements in one round trip,
+ * and the ids are the consecutive block such a statement takes
+ * (ledger_batch_text).
  * It declines (dedupd then calls handle() per message, which decides each
  * one) when a payment is invalid, when an order appears twice in the batch
- * (its second payment would see the first one's state, which the read-back
- * cannot tell apart), or when the ids cannot be known. Balances and orders
+ * (its second payment would see the first one's state, which the status
+ * read cannot tell apart), or when the ids cannot be known. Balances and orders
  * are written in key order, so concurrent batches lock them in the same
  * order. */
 
@@ -889,13 +890,17 @@ static int ledger_fault(const char *fault)
 }
 
 /* Bulk execution (arrays of parameter rows) exists on MariaDB 10.2 and
- * later; DEDUPD_TEST_FAULTS=no_bulk makes the ledger act as if it did not,
- * like dedupd itself. */
+ * later, INSERT ... RETURNING from 10.5 on; the bulk path needs both.
+ * DEDUPD_TEST_FAULTS=no_bulk makes the ledger act as if the server had
+ * neither, like dedupd itself. */
 static int ledger_has_bulk(MYSQL *db)
 {
+    const char *info = mysql_get_server_info(db);
     unsigned long caps = 0;
 
-    if (ledger_fault("no_bulk")) return 0;
+    if (ledger_fault("no_bulk") || !info || !strstr(info, "MariaDB") ||
+        mysql_get_server_version(db) < 100500)
+        return 0;
     if (mariadb_get_infov(db, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &caps) != 0)
         return 0;
     return (caps & (MARIADB_CLIENT_STMT_BULK_OPERATIONS >> 32)) != 0;
@@ -929,7 +934,7 @@ static MYSQL_STMT *ledger_stmt(ledger_state *st, MYSQL *db, int which, dedupd_re
     if (which == LEDGER_STMT_ENTRIES)
         snprintf(sql, sizeof(sql),
                  "INSERT INTO `%sledger_entry` (merchant_id, order_no, txn_id, amount_cents,"
-                 " currency, biz_key) VALUES (?, ?, ?, ?, ?, ?)",
+                 " currency, biz_key) VALUES (?, ?, ?, ?, ?, ?) RETURNING id, biz_key",
                  st->prefix);
     else
         snprintf(sql, sizeof(sql),
@@ -1013,11 +1018,45 @@ static void ledger_params_bind(ledger_params *prm, const char *spec, size_t off)
     }
 }
 
+/* The rows an entries chunk's RETURNING gives back, one per parameter row
+ * and in their order: each payment gets its entry's id. The keys are
+ * checked, so a server that returned fewer rows or another order makes the
+ * batch decline rather than answer with a wrong id. Reads the whole result
+ * (the connection is not free before); -1 on a mismatch. */
+static int ledger_take_ids(MYSQL_STMT *stmt, ledger_item *const *rows, size_t n)
+{
+    unsigned long long id = 0;
+    char key[256]; /* biz_key is at most 255 bytes (ledger_batch_parse) */
+    unsigned long key_len = 0;
+    MYSQL_BIND out[2] = {
+        {.buffer_type = MYSQL_TYPE_LONGLONG, .buffer = &id, .is_unsigned = 1},
+        {.buffer_type = MYSQL_TYPE_STRING, .buffer = key, .buffer_length = sizeof(key),
+         .length = &key_len},
+    };
+    size_t i = 0;
+    int bad = 0, rc;
+
+    if (mysql_stmt_bind_result(stmt, out) != 0) {
+        mysql_stmt_free_result(stmt); /* the rows are still to come */
+        return -1;
+    }
+    while ((rc = mysql_stmt_fetch(stmt)) == 0) {
+        if (i < n && key_len == strlen(rows[i]->biz_key) &&
+            memcmp(key, rows[i]->biz_key, key_len) == 0)
+            rows[i]->ledger_id = id;
+        else
+            bad = 1;
+        i++;
+    }
+    mysql_stmt_free_result(stmt);
+    return rc == MYSQL_NO_DATA && !bad && i == n ? 0 : -1;
+}
+
 /* Executes statement `which` for rows[0..n), LEDGER_BULK_CHUNK rows at a
- * time. q gets the affected rows and "Duplicates:" summed, and the first
- * chunk's insert id (its first row's). On failure the error is in
- * res[0].error and, for the server's errors, in mysql_errno(db) too, where
- * dedupd looks for deadlocks. */
+ * time. q gets the affected rows and "Duplicates:" summed; the entries get
+ * their ids (ledger_take_ids). On failure the error is in res[0].error and,
+ * for the server's errors, in mysql_errno(db) too, where dedupd looks for
+ * deadlocks. */
 static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *const *rows,
                            size_t n, ledger_sql *q, dedupd_result *res)
 {
@@ -1031,7 +1070,7 @@ static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *
         snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
         goto out;
     }
-    q->affected = q->insert_id = 0;
+    q->affected = 0;
     q->updated = 0;
     for (size_t off = 0; off < n; off += LEDGER_BULK_CHUNK) {
         unsigned int cnt =
@@ -1044,50 +1083,20 @@ static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *
                      mysql_stmt_errno(stmt));
             goto out;
         }
-        q->affected += mysql_stmt_affected_rows(stmt);
-        if (off == 0) q->insert_id = mysql_stmt_insert_id(stmt);
+        if (which == LEDGER_STMT_ENTRIES && ledger_take_ids(stmt, rows + off, cnt) != 0) {
+            snprintf(res[0].error, sizeof(res[0].error),
+                     "ledger: the entries' ids did not come back row for row");
+            goto out;
+        }
+        /* with RETURNING the server reports no affected rows: the rows it
+         * returned count instead, and ledger_take_ids saw one for each */
+        q->affected += which == LEDGER_STMT_ENTRIES ? cnt : mysql_stmt_affected_rows(stmt);
         up = ledger_info_updated(mysql_info(db));
         q->updated = q->updated < 0 || up < 0 ? -1 : q->updated + up;
     }
     rc = 0;
 out:
     ledger_params_free(&prm);
-    return rc;
-}
-
-static int ledger_cmp_key(const void *a, const void *b)
-{
-    const ledger_item *x = *(const ledger_item *const *)a, *y = *(const ledger_item *const *)b;
-
-    return strcmp(x->biz_key, y->biz_key);
-}
-
-/* Gives each payment the id of its entry, from rows (id, biz_key) that hold
- * them and maybe entries of other transactions. -1 when an entry is missing
- * or a key appears twice (another consumer's entry for a key it has just
- * booked: this transaction's own claim will fail, declining is enough). */
-static int ledger_match_ids(MYSQL_RES *rows, ledger_item *items, size_t n)
-{
-    ledger_item **by_key = calloc(n, sizeof(*by_key));
-    MYSQL_ROW row;
-    size_t found = 0;
-    int rc = -1;
-
-    if (!by_key) return -1;
-    for (size_t i = 0; i < n; i++)
-        by_key[i] = &items[i];
-    qsort(by_key, n, sizeof(*by_key), ledger_cmp_key);
-    while ((row = mysql_fetch_row(rows))) {
-        ledger_item probe = {.biz_key = row[1]}, *pp = &probe, **hit;
-        if (!row[0] || !row[1] || !(hit = bsearch(&pp, by_key, n, sizeof(*by_key), ledger_cmp_key)))
-            continue;
-        if ((*hit)->ledger_id) goto out;
-        (*hit)->ledger_id = strtoull(row[0], NULL, 10);
-        found++;
-    }
-    rc = found == n ? 0 : -1;
-out:
-    free(by_key);
     return rc;
 }
 
@@ -1142,16 +1151,14 @@ out:
 /* The bulk path: the entries and the orders as prepared statements
  * executed for arrays of rows (no VALUES list for the server to parse),
  * the balances as one multi-row statement. A bulk execution does not
- * promise one block of consecutive ids, so the entries' ids are read back:
- * the rows from the first id on (our own rows, and any that other
- * transactions committed meanwhile), matched to the payments by key. */
+ * promise one block of consecutive ids (other lanes' rows interleave), so
+ * the entries' ids come back through RETURNING. */
 static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item *items,
                                        ledger_item **ord, ledger_item **bal, size_t n,
                                        dedupd_result *res)
 {
     ledger_buf b = {0};
-    char ids[LEDGER_SQL_MAX];
-    ledger_sql q[2] = {{0}}, entries = {0}, orders = {0};
+    ledger_sql q = {0}, entries = {0}, orders = {0};
     dedupd_status rc = DEDUPD_RETRY;
     ledger_item **seq = malloc(n * sizeof(*seq)); /* message order */
 
@@ -1162,34 +1169,20 @@ static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item 
     for (size_t i = 0; i < n; i++)
         seq[i] = &items[i];
     if (ledger_bulk_run(st, db, LEDGER_STMT_ENTRIES, seq, n, &entries, res) != 0) goto out;
-    if (entries.affected != n || entries.insert_id == 0) { /* no id: nothing to read from */
-        snprintf(res[0].error, sizeof(res[0].error),
-                 "ledger: %llu of %zu entries written, first id %llu", entries.affected, n,
-                 entries.insert_id);
-        goto out;
-    }
     ledger_sql_balances(st, db, bal, n, &b);
-    snprintf(ids, sizeof(ids), "SELECT id, biz_key FROM `%sledger_entry` WHERE id >= %llu",
-             st->prefix, entries.insert_id);
-    q[0].text = b.p;
-    q[1].text = ids;
-    q[1].want_rows = 1;
     if (b.oom) {
         snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
         goto out;
     }
-    if (ledger_run(db, q, 2) != 0) {
+    q.text = b.p;
+    if (ledger_run(db, &q, 1) != 0) {
         ledger_db_fail(db, &res[0]);
-        goto out;
-    }
-    if (ledger_match_ids(q[1].rows, items, n) != 0) {
-        snprintf(res[0].error, sizeof(res[0].error), "ledger: entry ids read back incomplete");
         goto out;
     }
     if (ledger_bulk_run(st, db, LEDGER_STMT_ORDERS, ord, n, &orders, res) != 0) goto out;
     rc = ledger_batch_statuses(st, db, ord, n, &orders, res);
 out:
-    ledger_free_rows(q, 2);
+    ledger_free_rows(&q, 1);
     free(b.p);
     free(seq);
     return rc;
