@@ -8,8 +8,12 @@
  *
  *   absent, "ok"  apply the effect: th_effect.n counts applications per key,
  *                 so any double application shows up as n = 2
- *   "reject"      REJECT "scripted reject"
- *   "retry:N"     RETRY the first N calls for this biz_key in this process
+ *   "reject"      write the effect, then REJECT "scripted reject"
+ *   "retry:N"     write the effect, then RETRY: the first N calls for this
+ *                 biz_key in this process
+ * (a rejected or retried message's writes must be rolled back to its
+ * savepoint: a test that finds them in th_effect has caught dedupd keeping
+ * them)
  *   "abort_once"  first time (marker file absent in $TH_MARKER_DIR): create
  *                 the marker, apply the effect, then abort() the process
  *   "commit"      apply the effect and COMMIT (a handler bug dedupd must catch)
@@ -122,6 +126,20 @@ static dedupd_status th_effect(MYSQL *db, const dedupd_msg *msg, dedupd_result *
     return DEDUPD_OK;
 }
 
+/* Writes the effect, then gives up with status st and the error why: what
+ * "reject" and "retry:N" do, so the write is there for dedupd to undo. */
+static dedupd_status th_effect_then(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
+                                    dedupd_status st, const char *why)
+{
+    dedupd_status rc = th_effect(db, msg, res);
+
+    free(res->response);
+    res->response = NULL;
+    if (rc != DEDUPD_OK) return rc; /* the insert failed: its error stands */
+    snprintf(res->error, sizeof(res->error), "%s", why);
+    return st;
+}
+
 /* Counts this call for key; returns the number of calls before it. */
 static int th_count_call(th_state *st, const char *key)
 {
@@ -204,15 +222,11 @@ static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, de
     if (th) action = th->valuestring;
 
     if (strcmp(action, "ok") == 0) return th_effect(db, msg, res);
-    if (strcmp(action, "reject") == 0) {
-        snprintf(res->error, sizeof(res->error), "scripted reject");
-        return DEDUPD_REJECT;
-    }
+    if (strcmp(action, "reject") == 0)
+        return th_effect_then(db, msg, res, DEDUPD_REJECT, "scripted reject");
     if (strncmp(action, "retry:", 6) == 0 && (arg = th_arg(action, 6)) >= 0) {
-        if (th_count_call(state, msg->biz_key) < arg) {
-            snprintf(res->error, sizeof(res->error), "scripted retry");
-            return DEDUPD_RETRY;
-        }
+        if (th_count_call(state, msg->biz_key) < arg)
+            return th_effect_then(db, msg, res, DEDUPD_RETRY, "scripted retry");
         return th_effect(db, msg, res);
     }
     if (strcmp(action, "abort_once") == 0) return th_abort_once(db, msg, res);

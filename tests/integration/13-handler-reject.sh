@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 13: a handler REJECT rolls back to the message's savepoint (the rest of the
 # batch is applied), records the key as failed (status 2) with the error and
-# dead-letters the message `rejected`. A later copy with the same content runs
+# dead-letters the message `rejected`; several failures in one batch are
+# each rolled back to their own savepoint. A later copy with the same content runs
 # the handler again when dedup.retry_failed is true, and is dead-lettered
 # "previously rejected" without calling the handler when it is false. A
 # handler that COMMITs the claim transaction itself stops dedupd.
@@ -80,6 +81,26 @@ ev:c 1
 ev:s 1" "$(tb_sql 'SELECT biz_key, n FROM th_effect ORDER BY 1' | tr '\t' ' ')"
 tb_assert_committed_at_end
 
+# Run 4: several failures in one batch. The first REJECT sends the batch
+# back to run with a savepoint per message; u2 and w then fail inside their
+# savepoints. "reject" and "retry:N" write their effect before they fail, so
+# an effect of u1, u2 or w in th_effect means a rollback was skipped.
+produce '{"id":"u1","th":"reject"}' '{"id":"d"}' '{"id":"u2","th":"reject"}' \
+  '{"id":"w","th":"retry:1"}' '{"id":"e"}'
+tb_run || tb_die "run 4 failed"
+tb_eq "run 4 was one batch" 1 "$(tb_summary batches)"
+tb_eq "u1, u2 and w failed, d and e applied" "ev:d 1
+ev:e 1
+ev:u1 2
+ev:u2 2
+ev:w 2" "$(tb_sql "SELECT biz_key, status FROM dedup_record WHERE biz_key IN ('ev:u1','ev:d','ev:u2','ev:w','ev:e') ORDER BY 1" | tr '\t' ' ')"
+tb_eq "only d and e have effects: the failed writes were rolled back" "ev:d 1
+ev:e 1" "$(tb_sql "SELECT biz_key, n FROM th_effect WHERE biz_key IN ('ev:u1','ev:d','ev:u2','ev:w','ev:e') ORDER BY 1" | tr '\t' ' ')"
+tb_eq "run 4's dead letters" "12 rejected scripted reject
+14 rejected scripted reject
+15 retries_exhausted gave up after retries: scripted retry" "$(letters | awk '$1 >= 12')"
+tb_assert_committed_at_end
+
 # A handler that COMMITs inside the claim transaction is a bug: dedupd stops
 # with exit 1 and does not move the offset past that message.
 produce '{"id":"z","th":"commit"}'
@@ -87,5 +108,5 @@ rc=0
 tb_run >/dev/null || rc=$?
 tb_eq "a handler that commits stops dedupd" 1 "$rc"
 tb_check "the log names the handler bug" grep -q 'ended the transaction.*handler bug' "$TB_DIR/run.log"
-tb_eq "the offset does not pass it (z is at 12)" "0 12" "$(tb_committed)"
+tb_eq "the offset does not pass it (z is at 17)" "0 17" "$(tb_committed)"
 tb_done
