@@ -719,7 +719,8 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     while (start < n && !sh->stop_hard && !sh->fatal) {
         size_t limit = n - start;
         long retry_at = -1;
-        uint64_t asked = 0; /* RETRYs of attempts rolled back for a prefix commit */
+        /* RETRYs and races of attempts rolled back for a prefix commit */
+        uint64_t asked = 0, raced = 0;
         int64_t t0;
         int rc;
 
@@ -732,12 +733,14 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
             if (rc || retry_at <= 0)
                 break;
             asked += d.retries;
+            raced += d.claim_races;
             backoff_item = items[start + (size_t)retry_at];
             limit = (size_t)retry_at; /* commit what came before it */
         }
         d.retries += asked;
-        if (rc == DD_ERR_RETRIABLE) {
-            dd_stats_t e = {.db_errors_retriable = 1};
+        d.claim_races += raced;
+        if (rc == DD_ERR_RETRIABLE) { /* a race seen before the error still counts */
+            dd_stats_t e = {.db_errors_retriable = 1, .claim_races = d.claim_races};
             dd_lane_post(lane, NULL, 0, &e);
             rc = dd_lane_recover(lane, ++db_attempt, err);
             if (!rc)
