@@ -10,7 +10,8 @@
 # the winner's rows: duplicates.
 # End state: every key applied once (th_effect.n = 1) by one group, one
 # applied dedup row per key, the race logged, offsets committed at the end
-# by both groups, no dead letters.
+# by both groups, no dead letters. Then a third group's races, one of them
+# followed by a lost COMMIT, are all counted in its summary.
 source "$(dirname "$0")/lib.sh"
 tb_init claim_race
 tb_mock events:1
@@ -52,4 +53,31 @@ tb_eq "one applied dedup row per key, attempts 1" "$N 1 1" \
   "$(tb_sql 'SELECT COUNT(*), MIN(attempts), MAX(attempts) FROM dedup_record WHERE status = 1' | tr '\t' ' ')"
 tb_eq "no other dedup rows" 0 "$(tb_sql 'SELECT COUNT(*) FROM dedup_record WHERE status <> 1')"
 tb_eq "no dead letters" "" "$(tb_dlq_reasons)"
+
+# A race whose locking replay then fails with a retriable error still
+# counts. A third group reads the topic again with the pre-check blinded
+# (precheck_blind: every key, all applied by now, races) and every second
+# COMMIT of its lane reported lost after it went through (commit_lost=2).
+# Every batch races; the first commits; the second batch's replay loses its
+# COMMIT's outcome, reconnects and runs again, racing once more.
+TB_GROUP=g3 tb_config "$TB_DIR/g3.conf"
+DEDUPD_TEST_FAULTS=precheck_blind,commit_lost=2 tb_bg g3 "$DEDUPD" run -c "$TB_DIR/g3.conf"
+g3=$TB_LAST_PID
+tb_check "g3 committed the topic" tb_wait_until 30 "g3 offsets" committed_at g3
+seq 1 10 | awk '{ printf "0\t-\t{\"id\":%d}\n", $1 }' | tb_produce 2>/dev/null ||
+  tb_die "produce failed"
+copies_committed() { test "$(tb_committed g3)" = "0 $((N + 10))"; }
+tb_check "g3 committed the copies too" tb_wait_until 30 "g3 offsets" copies_committed
+rc3=0
+tb_stop "$g3" || rc3=$?
+tb_eq "g3 stops cleanly" 0 "$rc3"
+r3=$(races g3)
+tb_check "a COMMIT's outcome was lost after a race" \
+  grep -q 'Lost connection to server during COMMIT (injected' "$TB_DIR/g3.log"
+tb_check "g3's batches raced three times or more ($r3)" test "$r3" -ge 3
+tb_eq "g3's summary counts every race it logged" "$r3" \
+  "$(tb_summary_sum claim_races "$TB_DIR/g3.log")"
+tb_eq "g3 applied nothing: every key was a duplicate" 0 \
+  "$(tb_summary_sum applied "$TB_DIR/g3.log")"
+tb_eq "still one effect per key" "$N 0" "$(tb_sql 'SELECT COUNT(*), SUM(n <> 1) FROM th_effect' | tr '\t' ' ')"
 tb_done

@@ -126,17 +126,18 @@ START_TEST(test_handle_without_db)
     int broken = 0;
 
     ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, err, sizeof(err)), 0);
-    ck_assert_int_eq(handle_action(h, db, "reject", &res, &broken), DEDUPD_REJECT);
-    ck_assert_str_eq(res.error, "scripted reject");
+    /* "reject" writes its effect first (integration tests look for writes
+     * that were not rolled back); without a server that write fails: RETRY
+     * with the server's error, and no response. */
+    ck_assert_int_eq(handle_action(h, db, "reject", &res, &broken), DEDUPD_RETRY);
+    ck_assert_ptr_nonnull(strstr(res.error, "th_effect insert"));
     ck_assert_ptr_null(res.response);
     /* An unconnected handle is not inside a transaction. */
     ck_assert_int_eq(broken, 1);
 
     ck_assert_int_eq(handle_action(h, db, "retry:1", &res, &broken), DEDUPD_RETRY);
-    ck_assert_str_eq(res.error, "scripted retry");
-    /* The second call goes on to the effect, which fails without a server. */
-    ck_assert_int_eq(handle_action(h, db, "retry:1", &res, &broken), DEDUPD_RETRY);
-    ck_assert_str_ne(res.error, "scripted retry");
+    ck_assert_ptr_nonnull(strstr(res.error, "th_effect insert"));
+    ck_assert_ptr_null(res.response);
 
     ck_assert_int_eq(handle_action(h, db, "no-such-action", &res, &broken), DEDUPD_REJECT);
     ck_assert_ptr_nonnull(strstr(res.error, "unknown th action"));
