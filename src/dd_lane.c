@@ -690,6 +690,16 @@ static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
     pthread_mutex_unlock(&lane->mu);
 }
 
+/* Adds the counts of events in from (a handler's RETRY, a claim race, a
+ * declined batch) to to: they happened, and were logged, even when the
+ * attempt that saw them was rolled back and runs again. */
+static void dd_lane_carry(dd_stats_t *to, const dd_stats_t *from)
+{
+    to->retries += from->retries;
+    to->claim_races += from->claim_races;
+    to->batch_declined += from->batch_declined;
+}
+
 /* Runs a whole batch to completion: replays on database errors, commits
  * the part before a RETRY message and retries from it with backoff. */
 static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
@@ -719,8 +729,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     while (start < n && !sh->stop_hard && !sh->fatal) {
         size_t limit = n - start;
         long retry_at = -1;
-        /* RETRYs and races of attempts rolled back for a prefix commit */
-        uint64_t asked = 0, raced = 0;
+        dd_stats_t carried = {0}; /* events of attempts rolled back for a prefix commit */
         int64_t t0;
         int rc;
 
@@ -732,15 +741,14 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
             rc = dd_lane_txn(lane, items + start, limit, &retry_at, &d, err, sizeof(err));
             if (rc || retry_at <= 0)
                 break;
-            asked += d.retries;
-            raced += d.claim_races;
+            dd_lane_carry(&carried, &d);
             backoff_item = items[start + (size_t)retry_at];
             limit = (size_t)retry_at; /* commit what came before it */
         }
-        d.retries += asked;
-        d.claim_races += raced;
-        if (rc == DD_ERR_RETRIABLE) { /* a race seen before the error still counts */
-            dd_stats_t e = {.db_errors_retriable = 1, .claim_races = d.claim_races};
+        dd_lane_carry(&d, &carried);
+        if (rc == DD_ERR_RETRIABLE) {
+            dd_stats_t e = {.db_errors_retriable = 1};
+            dd_lane_carry(&e, &d); /* what the failed attempt saw still happened */
             dd_lane_post(lane, NULL, 0, &e);
             rc = dd_lane_recover(lane, ++db_attempt, err);
             if (!rc)

@@ -1022,7 +1022,11 @@ static void ledger_params_bind(ledger_params *prm, const char *spec, size_t off)
  * and in their order: each payment gets its entry's id. The keys are
  * checked, so a server that returned fewer rows or another order makes the
  * batch decline rather than answer with a wrong id. Reads the whole result
- * (the connection is not free before); -1 on a mismatch. */
+ * (the connection is not free before); -1 on a mismatch or an error.
+ * The server's errors for the rows (a lock wait timeout, a deadlock) arrive
+ * here, while fetching, not from the execution: they end the result and
+ * are left in mysql_errno(db) for dedupd to classify, so the statement is
+ * not freed then (mysql_stmt_free_result clears the connection's error). */
 static int ledger_take_ids(MYSQL_STMT *stmt, ledger_item *const *rows, size_t n)
 {
     unsigned long long id = 0;
@@ -1040,16 +1044,17 @@ static int ledger_take_ids(MYSQL_STMT *stmt, ledger_item *const *rows, size_t n)
         mysql_stmt_free_result(stmt); /* the rows are still to come */
         return -1;
     }
-    while ((rc = mysql_stmt_fetch(stmt)) == 0) {
-        if (i < n && key_len == strlen(rows[i]->biz_key) &&
+    while ((rc = mysql_stmt_fetch(stmt)) == 0 || rc == MYSQL_DATA_TRUNCATED) {
+        if (rc == 0 && i < n && key_len == strlen(rows[i]->biz_key) &&
             memcmp(key, rows[i]->biz_key, key_len) == 0)
             rows[i]->ledger_id = id;
         else
             bad = 1;
         i++;
     }
+    if (rc != MYSQL_NO_DATA) return -1; /* the error ended the result */
     mysql_stmt_free_result(stmt);
-    return rc == MYSQL_NO_DATA && !bad && i == n ? 0 : -1;
+    return !bad && i == n ? 0 : -1;
 }
 
 /* Executes statement `which` for rows[0..n), LEDGER_BULK_CHUNK rows at a
@@ -1084,8 +1089,12 @@ static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *
             goto out;
         }
         if (which == LEDGER_STMT_ENTRIES && ledger_take_ids(stmt, rows + off, cnt) != 0) {
-            snprintf(res[0].error, sizeof(res[0].error),
-                     "ledger: the entries' ids did not come back row for row");
+            if (mysql_errno(db))
+                snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)", mysql_error(db),
+                         mysql_errno(db));
+            else
+                snprintf(res[0].error, sizeof(res[0].error),
+                         "ledger: the entries' ids did not come back row for row");
             goto out;
         }
         /* with RETURNING the server reports no affected rows: the rows it
