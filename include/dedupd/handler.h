@@ -14,7 +14,14 @@
  *  - it may be called from several threads at once, each with its own `db`;
  *  - RETRY rolls back this message's work and tries it again later with
  *    backoff; REJECT rolls it back, records the key as failed and sends the
- *    message to the dead-letter topic with res->error as the reason.
+ *    message to the dead-letter topic with res->error as the reason;
+ *  - when a statement fails, return RETRY and leave the server's error on
+ *    `db` (mysql_errno): send no other command first, and do not close a
+ *    failed statement or free its result, since Connector/C then clears
+ *    the connection's error. dedupd reads it after the call: a deadlock, a
+ *    lock wait timeout or a lost connection rolls the whole batch back and
+ *    replays it, like any database error, instead of counting as the
+ *    handler's RETRY.
  *
  * handle_batch() (optional, since ABI version 2) is the same work for many
  * messages at once, so a handler can write them with a few multi-row
