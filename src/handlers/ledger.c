@@ -597,9 +597,9 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
  * It declines (dedupd then calls handle() per message, which decides each
  * one) when a payment is invalid, when an order appears twice in the batch
  * (its second payment would see the first one's state, which the status
- * read cannot tell apart), or when the ids cannot be known. Balances and orders
- * are written in key order, so concurrent batches lock them in the same
- * order. */
+ * read cannot tell apart), or when the ids cannot be known. Balances and
+ * orders are written in key order, so concurrent batches lock them in the
+ * same order. */
 
 typedef struct ledger_buf {
     char *p;
