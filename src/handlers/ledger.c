@@ -1057,9 +1057,25 @@ static int ledger_take_ids(MYSQL_STMT *stmt, ledger_item *const *rows, size_t n)
     return !bad && i == n ? 0 : -1;
 }
 
+/* Why a bulk execution failed, into res[0].error. A server error while the
+ * rows were fetched is on the connection, not on the statement; with
+ * neither, ledger_take_ids found the rows not matching. */
+static void ledger_bulk_fail(MYSQL_STMT *stmt, MYSQL *db, dedupd_result *res)
+{
+    if (mysql_stmt_errno(stmt))
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)", mysql_stmt_error(stmt),
+                 mysql_stmt_errno(stmt));
+    else if (mysql_errno(db))
+        snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)", mysql_error(db),
+                 mysql_errno(db));
+    else
+        snprintf(res[0].error, sizeof(res[0].error),
+                 "ledger: the entries' ids did not come back row for row");
+}
+
 /* Executes statement `which` for rows[0..n), LEDGER_BULK_CHUNK rows at a
- * time. q gets the affected rows and "Duplicates:" summed; the entries get
- * their ids (ledger_take_ids). On failure the error is in res[0].error and,
+ * time. The entries get their ids (ledger_take_ids); for the orders, q gets
+ * the affected rows and "Duplicates:" summed. On failure the error is in res[0].error and,
  * for the server's errors, in mysql_errno(db) too, where dedupd looks for
  * deadlocks. */
 static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *const *rows,
@@ -1075,31 +1091,20 @@ static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *
         snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
         goto out;
     }
-    q->affected = 0;
-    q->updated = 0;
+    if (q) q->affected = q->updated = 0;
     for (size_t off = 0; off < n; off += LEDGER_BULK_CHUNK) {
         unsigned int cnt =
             (unsigned int)(n - off < LEDGER_BULK_CHUNK ? n - off : LEDGER_BULK_CHUNK);
         long long up;
         ledger_params_bind(&prm, spec, off);
         if (mysql_stmt_attr_set(stmt, STMT_ATTR_ARRAY_SIZE, &cnt) != 0 ||
-            mysql_stmt_bind_param(stmt, prm.bind) != 0 || mysql_stmt_execute(stmt) != 0) {
-            snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)", mysql_stmt_error(stmt),
-                     mysql_stmt_errno(stmt));
+            mysql_stmt_bind_param(stmt, prm.bind) != 0 || mysql_stmt_execute(stmt) != 0 ||
+            (which == LEDGER_STMT_ENTRIES && ledger_take_ids(stmt, rows + off, cnt) != 0)) {
+            ledger_bulk_fail(stmt, db, res);
             goto out;
         }
-        if (which == LEDGER_STMT_ENTRIES && ledger_take_ids(stmt, rows + off, cnt) != 0) {
-            if (mysql_errno(db))
-                snprintf(res[0].error, sizeof(res[0].error), "ledger: %s (%u)", mysql_error(db),
-                         mysql_errno(db));
-            else
-                snprintf(res[0].error, sizeof(res[0].error),
-                         "ledger: the entries' ids did not come back row for row");
-            goto out;
-        }
-        /* with RETURNING the server reports no affected rows: the rows it
-         * returned count instead, and ledger_take_ids saw one for each */
-        q->affected += which == LEDGER_STMT_ENTRIES ? cnt : mysql_stmt_affected_rows(stmt);
+        if (!q) continue;
+        q->affected += mysql_stmt_affected_rows(stmt);
         up = ledger_info_updated(mysql_info(db));
         q->updated = q->updated < 0 || up < 0 ? -1 : q->updated + up;
     }
@@ -1167,7 +1172,7 @@ static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item 
                                        dedupd_result *res)
 {
     ledger_buf b = {0};
-    ledger_sql q = {0}, entries = {0}, orders = {0};
+    ledger_sql q = {0}, orders = {0};
     dedupd_status rc = DEDUPD_RETRY;
     ledger_item **seq = malloc(n * sizeof(*seq)); /* message order */
 
@@ -1177,7 +1182,7 @@ static dedupd_status ledger_batch_bulk(ledger_state *st, MYSQL *db, ledger_item 
     }
     for (size_t i = 0; i < n; i++)
         seq[i] = &items[i];
-    if (ledger_bulk_run(st, db, LEDGER_STMT_ENTRIES, seq, n, &entries, res) != 0) goto out;
+    if (ledger_bulk_run(st, db, LEDGER_STMT_ENTRIES, seq, n, NULL, res) != 0) goto out;
     ledger_sql_balances(st, db, bal, n, &b);
     if (b.oom) {
         snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");
