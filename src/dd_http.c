@@ -178,11 +178,14 @@ static int dd_http_metrics(dd_http_t *http, char **outp, size_t *lenp)
 {
     static dd_lag_t lags[DD_HTTP_LAG_MAX]; /* only MHD's single thread renders */
     dd_stats_t s;
+    dd_proc_t proc;
     size_t n;
 
     dd_pipeline_stats(http->pl, &s);
     n = dd_pipeline_lag(http->pl, lags, DD_HTTP_LAG_MAX);
-    return dd_metrics_render(&s, lags, n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, outp, lenp);
+    dd_metrics_proc_read(&proc);
+    return dd_metrics_render(&s, lags, n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, &proc, outp,
+                             lenp);
 }
 
 static enum MHD_Result dd_http_reply(struct MHD_Connection *conn, unsigned int status,

@@ -8,8 +8,13 @@
  */
 #include "dd_metrics.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dd_common.h"
 
@@ -120,8 +125,102 @@ static void dd_metrics_gauges(FILE *f, const dd_stats_t *s, const dd_lag_t *lags
     }
 }
 
-int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt, char **outp,
-                      size_t *lenp)
+/* Unix time the process started: its start in clock ticks after boot
+ * (field 22 of /proc/self/stat; fields are counted from the last ")", since
+ * the command name before it may hold spaces and parentheses) plus the boot
+ * time in /proc/stat. */
+static double dd_metrics_start_time(void)
+{
+    char buf[1024], *p, *end;
+    unsigned long long start_ticks;
+    long long btime = -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+    if (f) fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* ends field 2; field k starts after the (k-2)th space */
+    for (int i = 0; i < 20 && p; i++)
+        p = strchr(p + 1, ' ');
+    if (!p || hz <= 0) return -1;
+    start_ticks = strtoull(p + 1, &end, 10);
+    if (end == p + 1) return -1;
+    if (!(f = fopen("/proc/stat", "r"))) return -1;
+    while (fgets(buf, sizeof(buf), f))
+        if (sscanf(buf, "btime %lld", &btime) == 1) break;
+    fclose(f);
+    return btime < 0 ? -1 : (double)btime + (double)start_ticks / (double)hz;
+}
+
+/* Open descriptors: the entries of /proc/self/fd, less the one reading it. */
+static long long dd_metrics_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    long long n = 0;
+
+    if (!d) return -1;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1;
+}
+
+void dd_metrics_proc_read(dd_proc_t *proc)
+{
+    struct rusage ru;
+    struct rlimit rl;
+    long long pages_virt, pages_res;
+    long page = sysconf(_SC_PAGESIZE);
+    FILE *f;
+
+    proc->cpu_seconds = -1;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        proc->cpu_seconds = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    proc->resident_bytes = proc->virtual_bytes = -1;
+    if ((f = fopen("/proc/self/statm", "r"))) {
+        if (fscanf(f, "%lld %lld", &pages_virt, &pages_res) == 2 && page > 0) {
+            proc->virtual_bytes = pages_virt * page;
+            proc->resident_bytes = pages_res * page;
+        }
+        fclose(f);
+    }
+    proc->open_fds = dd_metrics_open_fds();
+    proc->max_fds = -1;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        proc->max_fds = (long long)rl.rlim_cur;
+    proc->start_time_seconds = dd_metrics_start_time();
+}
+
+static void dd_metrics_process(FILE *f, const dd_proc_t *p)
+{
+    if (p->cpu_seconds >= 0) {
+        dd_metrics_head(f, "process_cpu_seconds_total", "counter",
+                        "Total user and system CPU time spent in seconds.");
+        fprintf(f, "process_cpu_seconds_total %.3f\n", p->cpu_seconds);
+    }
+    if (p->start_time_seconds >= 0) {
+        dd_metrics_head(f, "process_start_time_seconds", "gauge",
+                        "Start time of the process since unix epoch in seconds.");
+        fprintf(f, "process_start_time_seconds %.2f\n", p->start_time_seconds);
+    }
+    if (p->resident_bytes >= 0)
+        dd_metrics_gauge(f, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                         p->resident_bytes);
+    if (p->virtual_bytes >= 0)
+        dd_metrics_gauge(f, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                         p->virtual_bytes);
+    if (p->open_fds >= 0)
+        dd_metrics_gauge(f, "process_open_fds", "Number of open file descriptors.", p->open_fds);
+    if (p->max_fds >= 0)
+        dd_metrics_gauge(f, "process_max_fds", "Maximum number of open file descriptors.",
+                         p->max_fds);
+}
+
+int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
+                      const dd_proc_t *proc, char **outp, size_t *lenp)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -134,6 +233,7 @@ int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
     dd_metrics_counters(f, s);
     dd_metrics_histogram(f, s);
     dd_metrics_gauges(f, s, lags, lag_cnt);
+    if (proc) dd_metrics_process(f, proc);
     if (ferror(f)) {
         fclose(f);
         free(buf);

@@ -63,6 +63,22 @@ tb_check "histogram buckets are cumulative" awk '
 tb_eq "dedupd_assigned_partitions" 3 "$(th_metric dedupd_assigned_partitions)"
 tb_check "counters are typed" grep -q '^# TYPE dedupd_applied_total counter$' "$TB_DIR/metrics.txt"
 
+# The process's own figures, under the names Prometheus clients use.
+_between() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v != "" && v >= lo && v <= hi) }'; }
+started=$(($(date +%s) - $(ps -o etimes= -p "$pid")))
+tb_check "process_start_time_seconds is when dedupd started ($started)" \
+  _between "$(th_metric process_start_time_seconds)" $((started - 2)) $((started + 2))
+tb_check "process_cpu_seconds_total counts the run's CPU" \
+  _between "$(th_metric process_cpu_seconds_total)" 0.001 3600
+tb_check "process_resident_memory_bytes is dedupd's RSS" \
+  _between "$(th_metric process_resident_memory_bytes)" \
+  $(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") * 1024 / 2)) \
+  $(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") * 1024 * 2))
+tb_check "process_open_fds counts dedupd's descriptors" \
+  _between "$(th_metric process_open_fds)" 3 "$(th_metric process_max_fds)"
+tb_check "process_cpu_seconds_total is typed counter" \
+  grep -q '^# TYPE process_cpu_seconds_total counter$' "$TB_DIR/metrics.txt"
+
 tb_eq "/healthz" 200 "$(th_status /healthz)"
 tb_eq "/readyz" 200 "$(th_status /readyz)"
 tb_eq "unknown path" 404 "$(th_status /nope)"

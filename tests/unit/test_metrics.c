@@ -1,11 +1,13 @@
 /*
  * Prometheus rendering: exact counters, cumulative histogram buckets,
- * escaped labels, unknown lag left out, and every line well-formed.
+ * escaped labels, unknown lag left out, every line well-formed, and the
+ * process_* figures (given, and read from this very process).
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dd_metrics.h"
 
@@ -30,7 +32,7 @@ static char *render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
     char *text = NULL;
     size_t len = 0;
 
-    ck_assert_int_eq(dd_metrics_render(s, lags, lag_cnt, &text, &len), 0);
+    ck_assert_int_eq(dd_metrics_render(s, lags, lag_cnt, NULL, &text, &len), 0);
     ck_assert_ptr_nonnull(text);
     ck_assert_uint_eq(len, strlen(text));
     ck_assert(len > 0 && text[len - 1] == '\n');
@@ -184,6 +186,58 @@ START_TEST(test_lines_well_formed)
 }
 END_TEST
 
+/* The process_* metrics: the given figures, typed; unknown ones left out;
+ * none at all without a dd_proc_t. */
+START_TEST(test_process_metrics)
+{
+    dd_stats_t s;
+    dd_proc_t proc = {.cpu_seconds = 12.5,
+                      .start_time_seconds = 1795000000.25,
+                      .resident_bytes = 150994944,
+                      .virtual_bytes = 1073741824LL * 3,
+                      .open_fds = 17,
+                      .max_fds = -1};
+    char v[64], *text = NULL;
+    size_t len = 0;
+
+    memset(&s, 0, sizeof(s));
+    ck_assert_int_eq(dd_metrics_render(&s, NULL, 0, &proc, &text, &len), 0);
+    ck_sample_eq(text, "process_cpu_seconds_total", "12.500");
+    ck_sample_eq(text, "process_start_time_seconds", "1795000000.25");
+    ck_sample_eq(text, "process_resident_memory_bytes", "150994944");
+    ck_sample_eq(text, "process_virtual_memory_bytes", "3221225472");
+    ck_sample_eq(text, "process_open_fds", "17");
+    ck_assert_ptr_null(sample(text, "process_max_fds", v, sizeof(v)));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE process_cpu_seconds_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE process_open_fds gauge\n"));
+    free(text);
+
+    text = render(&s, NULL, 0);
+    ck_assert_ptr_null(strstr(text, "process_"));
+    free(text);
+}
+END_TEST
+
+/* This process's figures, read for real: each present and plausible. */
+START_TEST(test_process_read)
+{
+    dd_proc_t proc;
+    double now = (double)time(NULL);
+    volatile double spin = 0;
+
+    for (int i = 0; i < 2000000; i++) /* some CPU time to see */
+        spin += i;
+    dd_metrics_proc_read(&proc);
+    ck_assert_msg(proc.cpu_seconds > 0 && proc.cpu_seconds < 3600, "cpu %f", proc.cpu_seconds);
+    ck_assert_msg(proc.start_time_seconds > now - 600 && proc.start_time_seconds <= now + 1,
+                  "start %f, now %f", proc.start_time_seconds, now);
+    ck_assert_int_gt(proc.resident_bytes, 1 << 20);
+    ck_assert_int_ge(proc.virtual_bytes, proc.resident_bytes);
+    ck_assert_int_ge(proc.open_fds, 3); /* stdin, stdout, stderr */
+    ck_assert(proc.max_fds < 0 || proc.max_fds >= proc.open_fds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -195,6 +249,8 @@ int main(void)
     tcase_add_test(tc, test_histogram_cumulative);
     tcase_add_test(tc, test_lag_labels);
     tcase_add_test(tc, test_lines_well_formed);
+    tcase_add_test(tc, test_process_metrics);
+    tcase_add_test(tc, test_process_read);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
