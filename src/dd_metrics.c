@@ -193,18 +193,23 @@ void dd_metrics_proc_read(dd_proc_t *proc)
     proc->start_time_seconds = dd_metrics_start_time();
 }
 
+/* A sample in seconds, with prec decimals. */
+static void dd_metrics_seconds(FILE *f, const char *name, const char *type, const char *help,
+                               int prec, double v)
+{
+    dd_metrics_head(f, name, type, help);
+    fprintf(f, "%s %.*f\n", name, prec, v);
+}
+
 static void dd_metrics_process(FILE *f, const dd_proc_t *p)
 {
-    if (p->cpu_seconds >= 0) {
-        dd_metrics_head(f, "process_cpu_seconds_total", "counter",
-                        "Total user and system CPU time spent in seconds.");
-        fprintf(f, "process_cpu_seconds_total %.3f\n", p->cpu_seconds);
-    }
-    if (p->start_time_seconds >= 0) {
-        dd_metrics_head(f, "process_start_time_seconds", "gauge",
-                        "Start time of the process since unix epoch in seconds.");
-        fprintf(f, "process_start_time_seconds %.2f\n", p->start_time_seconds);
-    }
+    if (p->cpu_seconds >= 0)
+        dd_metrics_seconds(f, "process_cpu_seconds_total", "counter",
+                           "Total user and system CPU time spent in seconds.", 3, p->cpu_seconds);
+    if (p->start_time_seconds >= 0)
+        dd_metrics_seconds(f, "process_start_time_seconds", "gauge",
+                           "Start time of the process since unix epoch in seconds.", 2,
+                           p->start_time_seconds);
     if (p->resident_bytes >= 0)
         dd_metrics_gauge(f, "process_resident_memory_bytes", "Resident memory size in bytes.",
                          p->resident_bytes);

@@ -70,10 +70,9 @@ tb_check "process_start_time_seconds is when dedupd started ($started)" \
   _between "$(th_metric process_start_time_seconds)" $((started - 2)) $((started + 2))
 tb_check "process_cpu_seconds_total counts the run's CPU" \
   _between "$(th_metric process_cpu_seconds_total)" 0.001 3600
-tb_check "process_resident_memory_bytes is dedupd's RSS" \
-  _between "$(th_metric process_resident_memory_bytes)" \
-  $(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") * 1024 / 2)) \
-  $(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") * 1024 * 2))
+rss=$(($(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") * 1024))
+tb_check "process_resident_memory_bytes is dedupd's RSS ($rss)" \
+  _between "$(th_metric process_resident_memory_bytes)" $((rss / 2)) $((rss * 2))
 tb_check "process_open_fds counts dedupd's descriptors" \
   _between "$(th_metric process_open_fds)" 3 "$(th_metric process_max_fds)"
 tb_check "process_cpu_seconds_total is typed counter" \

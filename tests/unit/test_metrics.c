@@ -27,16 +27,22 @@ static const char *sample(const char *text, const char *series, char *out, size_
     return NULL;
 }
 
-static char *render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
+static char *render_proc(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
+                         const dd_proc_t *proc)
 {
     char *text = NULL;
     size_t len = 0;
 
-    ck_assert_int_eq(dd_metrics_render(s, lags, lag_cnt, NULL, &text, &len), 0);
+    ck_assert_int_eq(dd_metrics_render(s, lags, lag_cnt, proc, &text, &len), 0);
     ck_assert_ptr_nonnull(text);
     ck_assert_uint_eq(len, strlen(text));
     ck_assert(len > 0 && text[len - 1] == '\n');
     return text;
+}
+
+static char *render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
+{
+    return render_proc(s, lags, lag_cnt, NULL);
 }
 
 #define ck_sample_eq(text, series, want)                                                           \
@@ -197,11 +203,10 @@ START_TEST(test_process_metrics)
                       .virtual_bytes = 1073741824LL * 3,
                       .open_fds = 17,
                       .max_fds = -1};
-    char v[64], *text = NULL;
-    size_t len = 0;
+    char v[64], *text;
 
     memset(&s, 0, sizeof(s));
-    ck_assert_int_eq(dd_metrics_render(&s, NULL, 0, &proc, &text, &len), 0);
+    text = render_proc(&s, NULL, 0, &proc);
     ck_sample_eq(text, "process_cpu_seconds_total", "12.500");
     ck_sample_eq(text, "process_start_time_seconds", "1795000000.25");
     ck_sample_eq(text, "process_resident_memory_bytes", "150994944");
