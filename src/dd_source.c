@@ -88,15 +88,23 @@ static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *e
     static const char *const fixed[][2] = {{"enable.auto.offset.store", "false"},
                                            {"enable.partition.eof", "false"}};
     /* Defaults, before the user's properties so those can override them:
-     * earliest for a new group, and a prefetch queue of 16 MB instead of
-     * librdkafka's 64 MB, so memory stays bounded whatever the topic.
-     * dedupd's own bound is batch.max_inflight; this queue is where fetched
-     * messages wait while the pipeline is at it. (queued.min.messages stays
-     * at librdkafka's 100,000: at 20,000 the fetcher idled and a replay ran
-     * at half speed.) User properties come next; the ones that carry our
-     * guarantees come last. */
+     * earliest for a new group, and a prefetch queue of 64 MB (librdkafka's
+     * own default, set here so that it is dedupd's documented default
+     * whatever the library's). dedupd's own bound is batch.max_inflight; this
+     * queue is where fetched messages wait while the pipeline is at it.
+     *
+     * The queue must hold more than a second of the stream: librdkafka 2.0.2
+     * stops fetching once it holds queued.max.messages.kbytes or
+     * queued.min.messages, and looks again only on its broker thread's
+     * one-second tick. A queue that drains sooner leaves the pipeline idle
+     * until then: at 16 MB (~65,000 bench messages) a duplicate replay
+     * waited a third of its time, and a first pass found it empty at the
+     * tick. queued.min.messages stays at librdkafka's 100,000, which binds
+     * first for small messages (at 20,000 a replay ran at half speed).
+     * User properties come next; the ones that carry our guarantees come
+     * last. */
     static const char *const defaults[][2] = {{"auto.offset.reset", "earliest"},
-                                              {"queued.max.messages.kbytes", "16384"}};
+                                              {"queued.max.messages.kbytes", "65536"}};
     int rc = 0;
 
     for (size_t i = 0; !rc && i < DD_ARRAY_LEN(defaults); i++)

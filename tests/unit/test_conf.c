@@ -14,6 +14,8 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_log.h"
+#include "dd_offsets.h"
+#include "dd_source.h"
 
 /* The smallest valid file: four lines, required settings only. */
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
@@ -722,6 +724,47 @@ START_TEST(test_reference)
 }
 END_TEST
 
+/* The consumer dedupd builds: its own defaults where the file says nothing,
+ * the file's kafka.properties over them, and the settings that carry the
+ * guarantees whatever the file says. No broker is contacted. */
+static void consumer_setting(const char *text, const char *name, const char *want)
+{
+    dd_conf_t *conf = load_ok(text);
+    dd_offsets_t *offs = dd_offsets_new();
+    dd_source_t *src = NULL;
+    char value[256];
+    size_t size = sizeof(value);
+
+    ck_assert_ptr_nonnull(offs);
+    ck_assert_msg(dd_source_new(&src, conf, offs, NULL, NULL, errstr, sizeof(errstr)) == DD_OK,
+                  "%s", errstr);
+    ck_assert_int_eq(rd_kafka_conf_get(rd_kafka_conf(dd_source_rk(src)), name, value, &size),
+                     RD_KAFKA_CONF_OK);
+    ck_assert_msg(strcmp(value, want) == 0, "%s = %s, expected %s", name, value, want);
+    dd_source_destroy(src);
+    dd_offsets_destroy(offs);
+    dd_conf_destroy(conf);
+}
+
+#define K_PROPS(list)                                                                              \
+    "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"];\n"                           \
+    "          properties = [" list "]; };\n" M_LINE D_LINE H_LINE
+
+START_TEST(test_consumer_settings)
+{
+    /* A prefetch queue that holds over a second of the stream (dd_source.c). */
+    consumer_setting(MIN, "queued.max.messages.kbytes", "65536");
+    consumer_setting(MIN, "queued.min.messages", "100000");
+    consumer_setting(MIN, "auto.offset.reset", "smallest");
+    consumer_setting(MIN, "group.id", "g");
+    consumer_setting(K_PROPS("\"queued.max.messages.kbytes=8192\""), "queued.max.messages.kbytes",
+                     "8192");
+    consumer_setting(K_PROPS("\"auto.offset.reset=latest\""), "auto.offset.reset", "largest");
+    /* offsets are stored by dedupd only, after COMMIT */
+    consumer_setting(K_PROPS("\"enable.auto.commit=true\""), "enable.auto.offset.store", "false");
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
     Suite *s = suite_create("conf");
@@ -739,6 +782,7 @@ static Suite *conf_suite(void)
     tcase_add_test(load_tc, test_password_never_printed);
     tcase_add_test(load_tc, test_handler_path);
     tcase_add_test(load_tc, test_handler_config_unchecked);
+    tcase_add_test(load_tc, test_consumer_settings);
     suite_add_tcase(s, load_tc);
 
     tcase_add_checked_fixture(env_tc, setup, teardown);
