@@ -49,6 +49,14 @@ static void dd_metrics_label(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A sample in seconds, with prec decimals. */
+static void dd_metrics_seconds(FILE *f, const char *name, const char *type, const char *help,
+                               int prec, double v)
+{
+    dd_metrics_head(f, name, type, help);
+    fprintf(f, "%s %.*f\n", name, prec, v);
+}
+
 static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
 {
     dd_metrics_counter(f, "dedupd_messages_total", "Messages consumed, each counted once.",
@@ -73,6 +81,10 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
                        "Transactions rolled back and replayed with the locking claim because "
                        "another consumer inserted a deferred key first.",
                        s->claim_races);
+    dd_metrics_seconds(f, "dedupd_fetch_wait_seconds_total", "counter",
+                       "Time the consumer waited for librdkafka to deliver messages that the "
+                       "broker already had (a prefetch queue too small, or a slow broker).",
+                       3, (double)s->fetch_wait_us / 1e6);
 
     dd_metrics_head(f, "dedupd_dead_letters_total", "counter",
                     "Dead letters acknowledged by the dead-letter topic, by reason.");
@@ -191,14 +203,6 @@ void dd_metrics_proc_read(dd_proc_t *proc)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         proc->max_fds = (long long)rl.rlim_cur;
     proc->start_time_seconds = dd_metrics_start_time();
-}
-
-/* A sample in seconds, with prec decimals. */
-static void dd_metrics_seconds(FILE *f, const char *name, const char *type, const char *help,
-                               int prec, double v)
-{
-    dd_metrics_head(f, name, type, help);
-    fprintf(f, "%s %.*f\n", name, prec, v);
 }
 
 static void dd_metrics_process(FILE *f, const dd_proc_t *p)

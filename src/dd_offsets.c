@@ -132,6 +132,12 @@ uint64_t dd_ptrack_inflight(const dd_ptrack_t *pt)
     return pt->tail_seq - pt->head_seq;
 }
 
+int64_t dd_ptrack_polled_end(const dd_ptrack_t *pt)
+{
+    if (pt->tail_seq == pt->head_seq) return pt->next;
+    return pt->offs[(pt->tail_seq - 1) % pt->cap] + 1;
+}
+
 int dd_ptrack_at_end(const dd_ptrack_t *pt)
 {
     if (pt->end_offset < 0)

@@ -54,6 +54,9 @@ uint64_t dd_ptrack_add(dd_ptrack_t *pt, int64_t offset);
 void dd_ptrack_done(dd_ptrack_t *pt, uint64_t seq);
 /* Number of polled offsets not yet finished. */
 uint64_t dd_ptrack_inflight(const dd_ptrack_t *pt);
+/* The offset after the last one polled in this epoch (next when none is in
+ * flight); -1 unknown. */
+int64_t dd_ptrack_polled_end(const dd_ptrack_t *pt);
 /* 1 when everything below end_offset is finished (or there was nothing). */
 int dd_ptrack_at_end(const dd_ptrack_t *pt);
 

@@ -42,6 +42,7 @@ struct dd_pipeline_s {
     int lat_pending;
     uint64_t messages;     /* consumed, each once; published by counters_flush */
     int64_t first_poll_ms; /* when the first message was polled */
+    int64_t fetch_wait_us; /* see dd_stats_t */
     dd_item_t *spare; /* finished items kept for reuse (see dd_item_recycle) */
     int spare_cnt;
     int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
@@ -138,6 +139,7 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
 {
     pl->sh.stats.messages = pl->messages;
     pl->sh.stats.first_poll_ms = pl->first_poll_ms;
+    pl->sh.stats.fetch_wait_us = pl->fetch_wait_us;
     if (!pl->lat_pending)
         return;
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
@@ -452,6 +454,33 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     pthread_mutex_unlock(&pl->sh.mu);
 }
 
+/* 1 when an assigned partition has more on the broker than was polled from
+ * it, by librdkafka's cached high watermark (no broker round trip). One
+ * offset more is not enough: a transaction's commit marker takes an offset
+ * and is never delivered. */
+static int dd_pipeline_behind(dd_pipeline_t *pl)
+{
+    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
+        int64_t lo = -1, hi = -1, polled;
+        if (!pt->assigned || (polled = dd_ptrack_polled_end(pt)) < 0) continue;
+        rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, &lo, &hi);
+        if (hi > polled + 1) return 1;
+    }
+    return 0;
+}
+
+/* A poll that started at since_us came back empty: while the partitions
+ * have more on the broker, that time was spent waiting on the fetcher
+ * (dd_stats_t.fetch_wait_us; README, Backpressure and memory). */
+static void dd_pipeline_poll_empty(dd_pipeline_t *pl, int64_t since_us)
+{
+    int64_t waited = dd_now_us() - since_us;
+
+    if (waited > 0 && !dd_source_paused(pl->src) && dd_pipeline_behind(pl))
+        pl->fetch_wait_us += waited;
+}
+
 static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
 {
     if (!pl->assignment_live)
@@ -634,6 +663,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
 
     while (!rc && !pl->sh.fatal && !*stop) {
         rd_kafka_message_t *rkm;
+        int64_t poll_us;
 
         dd_pipeline_drain(pl, 0);
         dd_source_store(pl->src);
@@ -651,7 +681,9 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
             dd_pipeline_drain(pl, 20); /* wait for the lanes, not the broker */
             continue;
         }
+        poll_us = dd_now_us();
         rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
+        if (!rkm) dd_pipeline_poll_empty(pl, poll_us);
         /* Take a burst of already fetched messages per turn: the bookkeeping
          * above walks every partition and need not run for each message. */
         for (int burst = 1; rkm; burst++) {

@@ -64,6 +64,11 @@ typedef struct {
     uint64_t latency_buckets[DD_LATENCY_BUCKETS];
     int64_t first_poll_ms; /* dd_now_ms() of the first message, 0 before */
 
+    /* time the consumer's polls came back empty while an assigned partition
+     * had more on the broker than was polled (librdkafka's cached high
+     * watermark): waiting on the fetcher, not on the database */
+    int64_t fetch_wait_us;
+
     /* gauges */
     int64_t inflight;            /* polled, not yet finished */
     int assigned;                /* partitions assigned now */

@@ -61,6 +61,8 @@ tb_check "histogram buckets are cumulative" awk '
   /^dedupd_batch_seconds_bucket/ { if ($2 + 0 < prev) bad = 1; prev = $2 + 0; n++ }
   END { exit (bad || n != 12) }' "$TB_DIR/metrics.txt"
 tb_eq "dedupd_assigned_partitions" 3 "$(th_metric dedupd_assigned_partitions)"
+tb_check "dedupd_fetch_wait_seconds_total is seconds ($(th_metric dedupd_fetch_wait_seconds_total))" \
+  grep -Eq '^dedupd_fetch_wait_seconds_total [0-9]+\.[0-9]{3}$' "$TB_DIR/metrics.txt"
 tb_check "counters are typed" grep -q '^# TYPE dedupd_applied_total counter$' "$TB_DIR/metrics.txt"
 
 # The process's own figures, under the names Prometheus clients use.

@@ -68,6 +68,7 @@ START_TEST(test_counters_exact)
     s.batched = 12;
     s.batch_declined = 13;
     s.claim_races = 14;
+    s.fetch_wait_us = 2500400;
     s.db_errors_retriable = 7;
     s.db_errors_fatal = 1;
     s.dead_letters[DD_REASON_BAD_JSON] = 11;
@@ -86,6 +87,7 @@ START_TEST(test_counters_exact)
     ck_sample_eq(text, "dedupd_batched_total", "12");
     ck_sample_eq(text, "dedupd_batch_declined_total", "13");
     ck_sample_eq(text, "dedupd_claim_races_total", "14");
+    ck_sample_eq(text, "dedupd_fetch_wait_seconds_total", "2.500");
     ck_sample_eq(text, "dedupd_db_errors_total{class=\"retriable\"}", "7");
     ck_sample_eq(text, "dedupd_db_errors_total{class=\"fatal\"}", "1");
     ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"bad_json\"}", "11");

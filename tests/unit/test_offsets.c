@@ -19,6 +19,7 @@ START_TEST(test_watermark_out_of_order)
     s10 = dd_ptrack_add(pt, 10);
     s11 = dd_ptrack_add(pt, 11);
     s12 = dd_ptrack_add(pt, 12);
+    ck_assert_int_eq(dd_ptrack_polled_end(pt), 13);
     dd_ptrack_done(pt, s12);
     ck_assert_int_eq(pt->next, 10); /* 10 and 11 still running */
     dd_ptrack_done(pt, s10);
@@ -27,6 +28,7 @@ START_TEST(test_watermark_out_of_order)
     dd_ptrack_done(pt, s11);
     ck_assert_int_eq(pt->next, 13);
     ck_assert_uint_eq(dd_ptrack_inflight(pt), 0);
+    ck_assert_int_eq(dd_ptrack_polled_end(pt), 13); /* nothing in flight: next */
     dd_offsets_destroy(offs);
 }
 END_TEST
@@ -38,9 +40,11 @@ START_TEST(test_watermark_gaps_and_growth)
     uint64_t seqs[5000];
 
     dd_ptrack_reset(pt, 1, -1);
+    ck_assert_int_eq(dd_ptrack_polled_end(pt), -1); /* unknown until polled */
     /* Offsets with gaps (compacted topic, transaction markers), ring growth. */
     for (int i = 0; i < 5000; i++)
         seqs[i] = dd_ptrack_add(pt, 100 + 2 * i);
+    ck_assert_int_eq(dd_ptrack_polled_end(pt), 100 + 2 * 4999 + 1);
     for (int i = 4999; i >= 1; i--)
         dd_ptrack_done(pt, seqs[i]);
     ck_assert_int_eq(pt->next, -1);
