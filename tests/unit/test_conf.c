@@ -753,17 +753,25 @@ static void consumer_setting(const char *props, const char *name, const char *wa
     dd_conf_destroy(conf);
 }
 
+/* kafka.properties, the setting read back, its value */
+static const struct {
+    const char *props, *name, *want;
+} consumer_settings[] = {
+    /* a prefetch queue that holds over a second of the stream (dd_source.c) */
+    {"", "queued.max.messages.kbytes", "65536"},
+    {"", "queued.min.messages", "100000"},
+    {"", "auto.offset.reset", "smallest"},
+    {"", "group.id", "g"},
+    {"\"queued.max.messages.kbytes=8192\"", "queued.max.messages.kbytes", "8192"},
+    {"\"auto.offset.reset=latest\"", "auto.offset.reset", "largest"},
+    /* what dedupd relies on is set last, over the file */
+    {"\"enable.partition.eof=true\"", "enable.partition.eof", "false"},
+};
+
 START_TEST(test_consumer_settings)
 {
-    /* A prefetch queue that holds over a second of the stream (dd_source.c). */
-    consumer_setting("", "queued.max.messages.kbytes", "65536");
-    consumer_setting("", "queued.min.messages", "100000");
-    consumer_setting("", "auto.offset.reset", "smallest");
-    consumer_setting("", "group.id", "g");
-    consumer_setting("\"queued.max.messages.kbytes=8192\"", "queued.max.messages.kbytes", "8192");
-    consumer_setting("\"auto.offset.reset=latest\"", "auto.offset.reset", "largest");
-    /* what dedupd relies on is set last, over the file */
-    consumer_setting("\"enable.partition.eof=true\"", "enable.partition.eof", "false");
+    consumer_setting(consumer_settings[_i].props, consumer_settings[_i].name,
+                     consumer_settings[_i].want);
 }
 END_TEST
 
@@ -784,7 +792,7 @@ static Suite *conf_suite(void)
     tcase_add_test(load_tc, test_password_never_printed);
     tcase_add_test(load_tc, test_handler_path);
     tcase_add_test(load_tc, test_handler_config_unchecked);
-    tcase_add_test(load_tc, test_consumer_settings);
+    tcase_add_loop_test(load_tc, test_consumer_settings, 0, (int)DD_ARRAY_LEN(consumer_settings));
     suite_add_tcase(s, load_tc);
 
     tcase_add_checked_fixture(env_tc, setup, teardown);
