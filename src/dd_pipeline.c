@@ -408,8 +408,19 @@ static void dd_pipeline_rebalance(void *arg, int assign,
 
 /* ---- the loop ---- */
 
+/* A partition's high watermark as librdkafka last saw it (no broker round
+ * trip), -1 unknown; its low one in *lo. */
+static int64_t dd_pipeline_high(dd_pipeline_t *pl, const dd_ptrack_t *pt, int64_t *lo)
+{
+    int64_t hi = -1;
+
+    *lo = -1;
+    rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, lo, &hi);
+    return hi;
+}
+
 /* Publishes the gauges and, every few seconds, the consumer lag computed
- * from librdkafka's cached high watermarks (no broker round trip). */
+ * from librdkafka's cached high watermarks. */
 static void dd_pipeline_publish(dd_pipeline_t *pl)
 {
     int64_t now = dd_now_ms();
@@ -438,11 +449,10 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     pthread_mutex_lock(&pl->sh.mu);
     for (size_t i = 0; i < dd_offsets_count(pl->offs) && n < pl->lag_cap; i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        int64_t lo = -1, hi = -1;
+        int64_t lo, hi;
         if (!pt->assigned)
             continue;
-        rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, &lo,
-                                       &hi);
+        hi = dd_pipeline_high(pl, pt, &lo);
         snprintf(pl->lags[n].topic, sizeof(pl->lags[n].topic), "%s", pt->topic);
         pl->lags[n].partition = pt->partition;
         pl->lags[n].lag = hi < 0 ? -1 : pt->next >= 0 ? hi - pt->next : hi - (lo > 0 ? lo : 0);
@@ -455,17 +465,15 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
 }
 
 /* 1 when an assigned partition has more on the broker than was polled from
- * it, by librdkafka's cached high watermark (no broker round trip). One
- * offset more is not enough: a transaction's commit marker takes an offset
- * and is never delivered. */
+ * it, by librdkafka's cached high watermark. One offset more is not enough:
+ * a transaction's commit marker takes an offset and is never delivered. */
 static int dd_pipeline_behind(dd_pipeline_t *pl)
 {
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        int64_t lo = -1, hi = -1, polled;
+        int64_t lo, polled;
         if (!pt->assigned || (polled = dd_ptrack_polled_end(pt)) < 0) continue;
-        rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, &lo, &hi);
-        if (hi > polled + 1) return 1;
+        if (dd_pipeline_high(pl, pt, &lo) > polled + 1) return 1;
     }
     return 0;
 }

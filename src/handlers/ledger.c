@@ -1074,10 +1074,10 @@ static void ledger_bulk_fail(MYSQL_STMT *stmt, MYSQL *db, dedupd_result *res)
 }
 
 /* Executes statement `which` for rows[0..n), LEDGER_BULK_CHUNK rows at a
- * time. The entries get their ids (ledger_take_ids); for the orders, q gets
- * the affected rows and "Duplicates:" summed. On failure the error is in res[0].error and,
- * for the server's errors, in mysql_errno(db) too, where dedupd looks for
- * deadlocks. */
+ * time. The entries get their ids (ledger_take_ids); for the orders, q
+ * gets the affected rows and "Duplicates:" summed. On failure the error is
+ * in res[0].error and, for the server's errors, in mysql_errno(db) too,
+ * where dedupd looks for deadlocks. */
 static int ledger_bulk_run(ledger_state *st, MYSQL *db, int which, ledger_item *const *rows,
                            size_t n, ledger_sql *q, dedupd_result *res)
 {
