@@ -6,9 +6,12 @@
  * and insert the keys into a plain table with one multi-row INSERT IGNORE
  * per N rows (autocommit: one statement is one transaction). No handler, no
  * request hash, no claim protocol, no offsets, one thread. Its rate is the
- * ceiling "near the raw speed of the database" refers to.
+ * ceiling "near the raw speed of the database" refers to. The bench gives
+ * it the consumer settings it gives dedupd (-p), so that librdkafka's fetch
+ * pacing bounds neither of them.
  *
  *   bench-bare -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-n ROWS]
+ *              [-p NAME=VALUE ...]
  *   prints: bare messages=N keys=K seconds=S msg_per_s=R
  * The clock runs from the first message to the last commit.
  */
@@ -18,7 +21,8 @@
 
 #include "bench_common.h"
 
-#define BARE_USAGE "bench-bare -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-n ROWS]"
+#define BARE_USAGE                                                                                 \
+    "bench-bare -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-n ROWS] [-p NAME=VALUE]"
 
 typedef struct {
     MYSQL *db;

@@ -16,7 +16,7 @@ void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage)
     memset(o, 0, sizeof(*o));
     o->key = "pay:${merchant_id}:${order_no}";
     o->batch = 1000;
-    while ((c = getopt(argc, argv, "b:t:S:D:k:n:m:")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:S:D:k:n:m:p:")) != -1) {
         switch (c) {
         case 'b':
             o->brokers = optarg;
@@ -38,6 +38,14 @@ void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage)
             break;
         case 'm':
             o->limit = atol(optarg);
+            break;
+        case 'p':
+            if (o->nprops == BENCH_MAX_PROPS || !strchr(optarg, '=')) {
+                fprintf(stderr, "%s: -p wants NAME=VALUE, at most %d of them\n", argv[0],
+                        BENCH_MAX_PROPS);
+                exit(2);
+            }
+            o->props[o->nprops++] = optarg;
             break;
         default:
             fprintf(stderr, "usage: %s\n", usage);
@@ -71,17 +79,36 @@ static int bench_src_partitions(rd_kafka_t *rk, const char *topic)
     return n;
 }
 
+/* Sets "name=value" on conf; 0 on success, the library's message in err. */
+static int bench_conf_prop(rd_kafka_conf_t *conf, const char *prop, char *err, size_t errlen)
+{
+    const char *eq = strchr(prop, '=');
+    char name[128];
+
+    if ((size_t)(eq - prop) >= sizeof(name)) {
+        snprintf(err, errlen, "property name too long: %s", prop);
+        return -1;
+    }
+    memcpy(name, prop, (size_t)(eq - prop));
+    name[eq - prop] = '\0';
+    return rd_kafka_conf_set(conf, name, eq + 1, err, errlen) == RD_KAFKA_CONF_OK ? 0 : -1;
+}
+
 int bench_src_open(bench_src_t *src, const bench_opts_t *o)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_topic_partition_list_t *parts;
     char err[512];
+    int rc;
 
     memset(src, 0, sizeof(*src));
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", o->brokers, err, sizeof(err)) ||
-        rd_kafka_conf_set(conf, "group.id", "bench-baseline", err, sizeof(err)) ||
-        rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
-        rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err))) {
+    rc = rd_kafka_conf_set(conf, "bootstrap.servers", o->brokers, err, sizeof(err)) ||
+         rd_kafka_conf_set(conf, "group.id", "bench-baseline", err, sizeof(err)) ||
+         rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
+         rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
+    for (int i = 0; !rc && i < o->nprops; i++)
+        rc = bench_conf_prop(conf, o->props[i], err, sizeof(err));
+    if (rc) {
         fprintf(stderr, "bench: %s\n", err);
         rd_kafka_conf_destroy(conf);
         return -1;

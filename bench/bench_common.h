@@ -22,10 +22,16 @@
 
 #include "dd_key.h"
 
+#define BENCH_MAX_PROPS 8
+
 typedef struct {
     const char *brokers, *topic, *socket, *database, *key;
     long batch; /* rows per transaction (bare) */
     long limit; /* stop after this many messages, 0 = whole topic */
+    /* librdkafka consumer properties, "name=value" (-p): the bench gives the
+     * baselines the consumer settings it gives dedupd */
+    const char *props[BENCH_MAX_PROPS];
+    int nprops;
 } bench_opts_t;
 
 typedef struct {
@@ -36,7 +42,7 @@ typedef struct {
     int64_t t_first_us, t_last_us;
 } bench_src_t;
 
-/* Parses -b -t -S -D -k -n -m; exits with usage on error. */
+/* Parses -b -t -S -D -k -n -m -p; exits with usage on error. */
 void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage);
 
 int64_t bench_now_us(void);

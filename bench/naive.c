@@ -10,6 +10,7 @@
  * (`dedupd migrate` with the ledger handler) in a database of its own.
  *
  *   bench-naive -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-m LIMIT]
+ *               [-p NAME=VALUE ...]
  *   prints: naive messages=N applied=A seconds=S msg_per_s=R
  * The clock runs from the first message to the last commit; -m stops after
  * LIMIT messages (the bench runs a slice and reports the rate).
@@ -21,7 +22,9 @@
 
 #include "bench_common.h"
 
-#define NAIVE_USAGE "bench-naive -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-m LIMIT]"
+#define NAIVE_USAGE                                                                                \
+    "bench-naive -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-m LIMIT] "              \
+    "[-p NAME=VALUE]"
 #define NAIVE_SQL_MAX 4096
 
 /* 'escaped' copy of a JSON string field, or NULL when absent. */
