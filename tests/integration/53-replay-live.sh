@@ -41,8 +41,10 @@ producer=$TB_LAST_PID
 "$DEDUPD" replay -c "$TB_CONF" --from earliest --apply --report "$TB_DIR/apply.json" \
   2>"$TB_DIR/replay.log" || tb_die "replay --apply failed (see replay.log)"
 wait "$producer" || tb_die "producing the new messages failed"
-tb_wait_until 90 "live consumer applies everything" \
-  test "$(tb_sql 'SELECT COUNT(*) FROM dedup_record WHERE status = 1')" = 400 ||
+# A function, so that every try counts again (an argument "$(...)" would be
+# counted once, before the first try).
+applied_is() { test "$(tb_sql 'SELECT COUNT(*) FROM dedup_record WHERE status = 1')" = "$1"; }
+tb_wait_until 90 "live consumer applies everything" applied_is 400 ||
   tb_not_ok "live consumer did not reach 400 applied keys"
 tb_wait_until 60 "live consumer commits the end" bash -c \
   "diff <(\"$DDTK\" committed -b $TB_BROKERS -g tg -t payments) <(\"$DDTK\" watermarks -b $TB_BROKERS -t payments | awk '{print \$1, \$3}')" ||
