@@ -22,7 +22,8 @@
 #include "bench_common.h"
 
 #define BARE_USAGE                                                                                 \
-    "bench-bare -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-n ROWS] [-p NAME=VALUE]"
+    "bench-bare -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-n ROWS] "                \
+    "[-p NAME=VALUE ...]"
 
 typedef struct {
     MYSQL *db;

@@ -24,7 +24,7 @@
 
 #define NAIVE_USAGE                                                                                \
     "bench-naive -b BROKERS -t TOPIC -S SOCKET -D DATABASE [-k TEMPLATE] [-m LIMIT] "              \
-    "[-p NAME=VALUE]"
+    "[-p NAME=VALUE ...]"
 #define NAIVE_SQL_MAX 4096
 
 /* 'escaped' copy of a JSON string field, or NULL when absent. */
