@@ -3,6 +3,9 @@
  */
 #include "bench_common.h"
 
+#include "dd_common.h"
+#include "dd_conf.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,21 +82,6 @@ static int bench_src_partitions(rd_kafka_t *rk, const char *topic)
     return n;
 }
 
-/* Sets "name=value" on conf; 0 on success, the library's message in err. */
-static int bench_conf_prop(rd_kafka_conf_t *conf, const char *prop, char *err, size_t errlen)
-{
-    const char *eq = strchr(prop, '=');
-    char name[128];
-
-    if ((size_t)(eq - prop) >= sizeof(name)) {
-        snprintf(err, errlen, "property name too long: %s", prop);
-        return -1;
-    }
-    memcpy(name, prop, (size_t)(eq - prop));
-    name[eq - prop] = '\0';
-    return rd_kafka_conf_set(conf, name, eq + 1, err, errlen) == RD_KAFKA_CONF_OK ? 0 : -1;
-}
-
 int bench_src_open(bench_src_t *src, const bench_opts_t *o)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -107,7 +95,7 @@ int bench_src_open(bench_src_t *src, const bench_opts_t *o)
          rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
          rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof(err));
     for (int i = 0; !rc && i < o->nprops; i++)
-        rc = bench_conf_prop(conf, o->props[i], err, sizeof(err));
+        rc = dd_conf_kafka_set_prop(conf, o->props[i], err, sizeof(err)) != DD_OK;
     if (rc) {
         fprintf(stderr, "bench: %s\n", err);
         rd_kafka_conf_destroy(conf);

@@ -115,6 +115,10 @@ const char *dd_conf_setting_path(int i);
 /* Sets one librdkafka property; errors read "kafka property NAME: why". */
 int dd_conf_kafka_set(rd_kafka_conf_t *kconf, const char *name, const char *value, char *errstr,
                       size_t errstr_size);
+/* Sets one "name=value" property (split at the first '='), as
+ * dd_conf_kafka_set; a string without a name is an error. */
+int dd_conf_kafka_set_prop(rd_kafka_conf_t *kconf, const char *prop, char *errstr,
+                           size_t errstr_size);
 /* Applies kafka.properties (minus those skip() returns 1 for; skip may be
  * NULL) and then kafka.brokers to kconf: the common part of every Kafka
  * client dedupd creates. Callers set their own fixed properties after. */
