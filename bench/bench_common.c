@@ -19,7 +19,7 @@ void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage)
     memset(o, 0, sizeof(*o));
     o->key = "pay:${merchant_id}:${order_no}";
     o->batch = 1000;
-    while ((c = getopt(argc, argv, "b:t:S:D:k:n:m:p:")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:S:D:k:n:m:p:H:")) != -1) {
         switch (c) {
         case 'b':
             o->brokers = optarg;
@@ -41,6 +41,9 @@ void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage)
             break;
         case 'm':
             o->limit = atol(optarg);
+            break;
+        case 'H':
+            o->handler = optarg;
             break;
         case 'p':
             if (o->nprops == BENCH_MAX_PROPS || !strchr(optarg, '=')) {

@@ -1,14 +1,16 @@
 /*
- * What the two bench baselines (bare.c, naive.c) share: reading every
- * partition of a topic from the beginning with a plain librdkafka consumer,
- * parsing and keying each payload the way dedupd does, and a connection to
- * the bench's MariaDB.
+ * What the bench baselines (bare.c, ledger_bare.c, naive.c) share: reading
+ * every partition of a topic from the beginning with a plain librdkafka
+ * consumer, parsing and keying each payload the way dedupd does, and a
+ * connection to the bench's MariaDB.
  *
  * The baselines exist to put dedupd's throughput in perspective: "bare" is
- * the floor of what any consumer writing keys to this database can do, and
- * "naive" is what one transaction per message costs. They assign partitions
- * directly (no group join, no offset commits) because they promise nothing;
- * their clock starts at the first message, like dedupd's in the bench.
+ * the least any consumer writing keys to this database must do, "ledger, no
+ * dedup" is the ledger handler's business writes with no deduplication at
+ * all, and "naive" is what one transaction per message costs. They assign
+ * partitions directly (no group join, no offset commits) because they
+ * promise nothing; their clock starts at the first message, like dedupd's
+ * in the bench.
  */
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
@@ -26,8 +28,9 @@
 
 typedef struct {
     const char *brokers, *topic, *socket, *database, *key;
-    long batch; /* rows per transaction (bare) */
-    long limit; /* stop after this many messages, 0 = whole topic */
+    const char *handler; /* -H: a handler plugin whose migrate() makes the tables */
+    long batch;          /* messages per transaction (bare, ledger_bare) */
+    long limit;          /* stop after this many messages, 0 = whole topic */
     /* librdkafka consumer properties, "name=value" (-p): the bench gives the
      * baselines the consumer settings it gives dedupd */
     const char *props[BENCH_MAX_PROPS];
@@ -42,7 +45,7 @@ typedef struct {
     int64_t t_first_us, t_last_us;
 } bench_src_t;
 
-/* Parses -b -t -S -D -k -n -m -p; exits with usage on error. */
+/* Parses -b -t -S -D -k -n -m -p -H; exits with usage on error. */
 void bench_args(int argc, char **argv, bench_opts_t *o, const char *usage);
 
 int64_t bench_now_us(void);
