@@ -39,6 +39,7 @@
 #include "dd_key.h"
 #include "dd_lane.h"
 #include "dd_log.h"
+#include "dd_migrate.h"
 #include "dd_parse.h"
 #include "dd_utf8.h"
 
@@ -1707,6 +1708,9 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
         rc = DD_ERR_NOMEM;
     }
     if (!rc) rc = dd_db_open(&rp->db, conf, errstr, errstr_size);
+    if (!rc)
+        rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), conf->dedup.table, errstr,
+                                         errstr_size);
     if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);
