@@ -131,6 +131,11 @@ static int dd_key_tmpl_parse(dd_key_tmpl_t *tmpl, const char *text, char *errstr
                           "the template's literal text cannot contain '%%'",
                           i + 1);
             return DD_ERR_CONFIG;
+        } else if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) {
+            dd_errstr_set(errstr, errstr_size,
+                          "control byte 0x%02x at column %zu: keys hold no control bytes",
+                          (unsigned char)text[i], i + 1);
+            return DD_ERR_CONFIG;
         } else if (text[i] != '$') {
             dd_key_tmpl_add_byte(tmpl, &lit_used, text[i++]);
         } else if (text[i + 1] == '$') {

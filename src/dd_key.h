@@ -12,7 +12,8 @@
  * "$$", an unclosed "${", a bad path, no placeholder at all (every message
  * would get the same key), two placeholders with nothing between them
  * ("${a}${b}": "1"+"23" and "12"+"3" would meet), a '%' in the literal text
- * ('%' is the escape character of values), literal text over DD_KEY_MAX.
+ * ('%' is the escape character of values), a control byte (0x01-0x1F, 0x7F)
+ * in the literal text, literal text over DD_KEY_MAX.
  *
  * Values: a string as its decoded UTF-8 bytes (NUL included), a number in
  * the canonical form of dd_canon.h ("7" for 7, 7.0 and 7e0), true/false as

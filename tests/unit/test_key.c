@@ -166,6 +166,10 @@ START_TEST(test_tmpl_ambiguity_errors)
     ck_assert_str_eq(tmpl_err("${a}%${b}"), "'%' at column 5: dedupd escapes bytes of key "
                                             "values as %XX, so the template's literal text "
                                             "cannot contain '%'");
+    ck_assert_str_eq(tmpl_err("k\t${a}"), "control byte 0x09 at column 2: keys hold no control "
+                                          "bytes");
+    ck_assert_str_eq(tmpl_err("${a}\x7f${b}"), "control byte 0x7f at column 5: keys hold no "
+                                               "control bytes");
     /* $$ between placeholders is a separator */
     dd_key_tmpl_destroy(tmpl_ok("${a}$$${b}"));
 }
