@@ -100,6 +100,21 @@ START_TEST(test_vectors)
          "c32fe2fdc1b68b5ff851c407b105d5809b0a52d4ca493663e0507dc0f0f9869a"},
         {"{\"amount\":null}", "{\"amount\":null}",
          "2ccd94e2ba19c54ed10b40a18c17a6122ae49060dad6bb43051c9a65894d578b"},
+        {"{\"merchant_id\":\"m1\",\"order_no\":\"A:B\",\"amount\":12.30}",
+         "{\"amount\":12.3,\"merchant_id\":\"m1\",\"order_no\":\"A:B\"}",
+         "85d8f7d8cd285dd48a2c8c7cd8c0964b39676239e81b3f1b39f5e42c515f8647"},
+        {"{\"order_no\":7.0,\"merchant_id\":\"m1\"}", "{\"merchant_id\":\"m1\",\"order_no\":7}",
+         "8ae34da7421e09e7b5473c8ace60aeb2410c39001ea826edea0c991ccba1d25d"},
+        {"{\"merchant_id\":\"m1\",\"order_no\":\"7\"}",
+         "{\"merchant_id\":\"m1\",\"order_no\":\"7\"}",
+         "94414f06298ee16488259b01e761355def8696c672f6d089f47926c821b20870"},
+        {"{\"b\":[1,2,{\"d\":null,\"c\":\"\\u00e9\\ud83d\\ude00/"
+         "\"}],\"a\":{\"\\u0000\":false},\"id\":0}",
+         "{\"a\":{\"\\u0000\":false},\"b\":[1,2,{\"c\":\"\xc3\xa9\xf0\x9f\x98\x80/"
+         "\",\"d\":null}],\"id\":0}",
+         "0aa9a7df17aa84149543411712e4fb370bfcda5a8a09814e4472873d3b60bd7d"},
+        {"{\"id\":123e-40}", "{\"id\":123e-40}",
+         "dafc36d645c1e8f56b06d5b8e5e6782b6bbfa8675dee29d589ca4707abcc0975"},
         {"{ \"n\" : 1.5e-7, \"b\" : \"\\u00e9\\n\", \"a\" : [1.0, 2, {\"d\":null, \"c\":true}] }",
          "{\"a\":[1,2,{\"c\":true,\"d\":null}],\"b\":\"\xc3\xa9\\n\",\"n\":0.00000015}",
          "d46f9e2fa0e48c585f3562711e7785fe0d2c658af33a8a9da52dc2bf7918ef09"},
@@ -215,6 +230,26 @@ START_TEST(test_spec)
     hash_hex(spec, "{\"amount\":100,\"currency\":null}", h2);
     ck_assert_str_eq(h2, "98bca32b9a827025e631a460698988e9feda10fc744a262bbc0e2a047e5f244a");
     ck_assert_str_eq(input(spec, "[1]"), "{}");
+    /* the vectors of docs/KEYS.md */
+    hash_hex(spec,
+             "{\"merchant_id\":\"m1\",\"order_no\":\"o1\",\"amount\":12.30,\"currency\":\"EUR\","
+             "\"ts\":\"x\"}",
+             h1);
+    ck_assert_str_eq(h1, "76b0f937e3331fd91c0b67d63692c097b250b7934077ba76e0d2c674f9cd8a81");
+    hash_hex(spec,
+             "{\"merchant_id\":\"m1\",\"order_no\":\"o1\",\"amount\":null,\"currency\":\"EUR\"}",
+             h1);
+    ck_assert_str_eq(h1, "83e6bdb3b18db57fae33bb05e1ffc3d925d19d7da6f0df226d1ad626be6d967a");
+    hash_hex(spec, "{\"merchant_id\":\"m1\",\"order_no\":\"o1\",\"currency\":\"EUR\"}", h1);
+    ck_assert_str_eq(h1, "f2fd0a823b2e34bd89358f390fa1c4661c8d60815084c2b3a63f210e7affde28");
+    hash_hex(spec,
+             "{\"merchant_id\":\"m1\",\"order_no\":\"o1\",\"amount\":1e400,\"currency\":\"EUR\"}",
+             h1);
+    ck_assert_str_eq(h1, "37c3aa5962d7d97f1b940a8f86e5fa8191de20cef96c747d7d68e34209edb0ff");
+    hash_hex(spec,
+             "{\"merchant_id\":\"m1\",\"order_no\":\"o1\",\"amount\":-1e400,\"currency\":\"EUR\"}",
+             h1);
+    ck_assert_str_eq(h1, "b05d18e82775403017eb8ebc30b226774ac855ba64cf6d8c7c14b56e6276d735");
     dd_hash_spec_destroy(spec);
     dd_hash_spec_destroy(spec2);
 }

@@ -239,6 +239,25 @@ START_TEST(test_render_attacks)
 }
 END_TEST
 
+/* The key vectors of docs/KEYS.md. */
+START_TEST(test_render_doc_vectors)
+{
+    const char *t = "pay:${merchant_id}:${order_no}";
+
+    assert_render(t, "{\"merchant_id\":\"m001\",\"order_no\":9007199254740992}",
+                  "pay:m001:9007199254740992");
+    assert_render(t, "{\"merchant_id\":\"100%\",\"order_no\":\"a\\tb\"}", "pay:100%25:a%09b");
+    assert_render(t, "{\"order_no\":7.0,\"merchant_id\":\"m1\"}", "pay:m1:7");
+    assert_render(t, "{\"merchant_id\":\"m1\",\"order_no\":\"7\"}", "pay:m1:7");
+    assert_render(t, "{\"merchant_id\":\"m1\",\"order_no\":1e400}", "pay:m1:1e400");
+    assert_render(t, "{\"merchant_id\":\"\xc3\xa9\",\"order_no\":-0.5E-40}", "pay:\xc3\xa9:-5e-41");
+    assert_missing(t, "{\"merchant_id\":\"m1\",\"order_no\":null}", "field order_no is null");
+    assert_render("ev-${a}.${b}", "{\"a\":-1.5,\"b\":\"x.y-z\"}", "ev--1%2E5.x%2Ey-z");
+    assert_render("ev-${a}.${b}", "{\"a\":true,\"b\":18446744073709551616}",
+                  "ev-true.18446744073709551616");
+}
+END_TEST
+
 /* Which bytes a value escapes: '%', controls, DEL, and the bytes of the
  * literal text after the first placeholder; never the prefix's. */
 START_TEST(test_render_escapes)
@@ -416,6 +435,7 @@ static Suite *key_suite(void)
     tcase_add_test(tc, test_render_paths);
     tcase_add_test(tc, test_render_numbers);
     tcase_add_test(tc, test_render_attacks);
+    tcase_add_test(tc, test_render_doc_vectors);
     tcase_add_test(tc, test_render_escapes);
     tcase_add_test(tc, test_render_injective);
     tcase_add_test(tc, test_render_missing);
