@@ -258,6 +258,7 @@ START_TEST(test_json_depth)
     size_t n = DD_JSON_MAX_DEPTH;
     char *text = malloc(2 * n + 1), *out;
 
+    ck_assert_ptr_nonnull(text);
     memset(text, '[', n);
     memset(text + n, ']', n);
     text[2 * n] = '\0';

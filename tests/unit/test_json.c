@@ -241,6 +241,7 @@ START_TEST(test_depth_limit)
     char *text = malloc(5 * (n + 1) + 1);
     char want[128];
 
+    ck_assert_ptr_nonnull(text);
     memset(text, '[', n);
     memset(text + n, ']', n);
     text[2 * n] = '\0';

@@ -413,8 +413,10 @@ START_TEST(test_render_length)
     /* a number of 10,000 digits is counted, not stored */
     {
         char *big = malloc(10100);
-        size_t len = (size_t)sprintf(big, "{\"n\":");
+        size_t len;
 
+        ck_assert_ptr_nonnull(big);
+        len = (size_t)sprintf(big, "{\"n\":");
         memset(big + len, '7', 10000);
         strcpy(big + len + 10000, "}");
         ck_assert_int_eq(render("n:${n}", big, buf, sizeof(buf)), DD_KEY_TOO_LONG);
