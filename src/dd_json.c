@@ -173,7 +173,7 @@ static void dd_json_doc_trim(dd_json_doc_t *doc, size_t len)
     }
 }
 
-/* Makes room for one more uint32_t in *arr (cap *cap). */
+/* Makes room for need uint32_t in *arr (capacity *cap), doubling. */
 static int dd_json_grow_u32(uint32_t **arr, uint32_t *cap, uint32_t need)
 {
     uint32_t n = *cap ? *cap : 64;
@@ -225,7 +225,8 @@ static int dd_json_unexpected(dd_json_parser_t *ps, const char *expected)
     const unsigned char *p = ps->p;
 
     if (p >= ps->end) return dd_json_fail(ps, p, "unexpected end of text (expected %s)", expected);
-    if (*p == '+' || *p == '.') return dd_json_fail(ps, p, "a number cannot start with '%c'", *p);
+    if ((*p == '+' || *p == '.') && !strcmp(expected, "a value"))
+        return dd_json_fail(ps, p, "a number cannot start with '%c'", *p);
     if (*p > 0x20 && *p < 0x7f)
         return dd_json_fail(ps, p, "unexpected character '%c' (expected %s)", *p, expected);
     return dd_json_fail(ps, p, "unexpected byte 0x%02x (expected %s)", *p, expected);

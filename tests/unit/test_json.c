@@ -207,6 +207,7 @@ START_TEST(test_refuses_with_reason)
                        "byte 7"},
         {"[1,]", "unexpected character ']' (expected a value) at byte 3"},
         {"[1 2]", "unexpected character '2' (expected ',' or ']') at byte 3"},
+        {"[1 .5]", "unexpected character '.' (expected ',' or ']') at byte 3"},
         {"{\"a\" 1}", "unexpected character '1' (expected ':' after a member name) at byte 5"},
         {"{\"a\":1", "unexpected end of text (expected ',' or '}') at byte 6"},
         {"{a:1}", "unexpected character 'a' (expected a member name in double quotes) at byte 1"},
