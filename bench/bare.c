@@ -2,7 +2,8 @@
  * bench-bare: the bare pipeline dedupd is measured against.
  *
  * It does the least any consumer that records business keys must do:
- * consume, parse the JSON, render the key with dedupd's own dd_key_render,
+ * consume, parse the JSON (strictly for the key, and into a cJSON tree as
+ * dedupd does for its handlers), render the key with dd_key_render,
  * and insert the keys into a plain table with one multi-row INSERT IGNORE
  * per N rows (autocommit: one statement is one transaction). No handler, no
  * request hash, no claim protocol, no offsets, one thread. Its rate is the
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
     bench_src_t src;
     bare_batch_t b = {0};
     dd_key_tmpl_t *tmpl = NULL;
+    dd_json_doc_t *doc = dd_json_doc_new();
     rd_kafka_message_t *rkm;
     char key[DD_KEY_MAX + 1], err[256];
     long bad = 0;
@@ -86,7 +88,7 @@ int main(int argc, char **argv)
     while ((rkm = bench_src_next(&src, &o))) {
         cJSON *json;
         size_t key_len;
-        if (bench_key(tmpl, rkm, &json, key, &key_len) == 0)
+        if (bench_key(doc, tmpl, rkm, &json, key, &key_len) == 0)
             bare_add(&b, key, key_len);
         else
             bad++;
@@ -103,5 +105,6 @@ int main(int argc, char **argv)
     mysql_close(b.db);
     free(b.sql);
     dd_key_tmpl_destroy(tmpl);
+    dd_json_doc_destroy(doc);
     return 0;
 }

@@ -150,14 +150,17 @@ void bench_src_close(bench_src_t *src)
     src->rk = NULL;
 }
 
-int bench_key(const dd_key_tmpl_t *tmpl, const rd_kafka_message_t *rkm, cJSON **json,
-              char key[DD_KEY_MAX + 1], size_t *key_len)
+int bench_key(dd_json_doc_t *doc, const dd_key_tmpl_t *tmpl, const rd_kafka_message_t *rkm,
+              cJSON **json, char key[DD_KEY_MAX + 1], size_t *key_len)
 {
     char why[256];
 
+    *json = NULL;
+    if (dd_json_parse(doc, rkm->payload, rkm->len, why, sizeof(why)) != 0 ||
+        dd_key_render(tmpl, doc, key, key_len, why, sizeof(why)) != DD_KEY_OK)
+        return -1;
     *json = cJSON_ParseWithLength(rkm->payload, rkm->len);
-    if (!*json) return -1;
-    return dd_key_render(tmpl, *json, key, key_len, why, sizeof(why)) == DD_KEY_OK ? 0 : -1;
+    return *json ? 0 : -1;
 }
 
 MYSQL *bench_db_open(const bench_opts_t *o)

@@ -22,6 +22,8 @@
 #include <librdkafka/rdkafka.h>
 #include <mysql.h>
 
+#include "dd_hash.h"
+#include "dd_json.h"
 #include "dd_key.h"
 
 #define BENCH_MAX_PROPS 8
@@ -56,10 +58,11 @@ int bench_src_open(bench_src_t *src, const bench_opts_t *o);
 rd_kafka_message_t *bench_src_next(bench_src_t *src, const bench_opts_t *o);
 void bench_src_close(bench_src_t *src);
 
-/* Parses the payload and renders its key; 0 on success. *json is the
- * parsed payload (caller frees) or NULL. */
-int bench_key(const dd_key_tmpl_t *tmpl, const rd_kafka_message_t *rkm, cJSON **json,
-              char key[DD_KEY_MAX + 1], size_t *key_len);
+/* Parses the payload as dedupd does (strictly into doc, for the key and
+ * the hash, and into a cJSON tree, as handlers get it) and renders its key;
+ * 0 on success. *json is the tree (caller frees) or NULL. */
+int bench_key(dd_json_doc_t *doc, const dd_key_tmpl_t *tmpl, const rd_kafka_message_t *rkm,
+              cJSON **json, char key[DD_KEY_MAX + 1], size_t *key_len);
 
 MYSQL *bench_db_open(const bench_opts_t *o);
 /* Runs sql (all its statements) or exits with the server's message;

@@ -95,6 +95,7 @@ int main(int argc, char **argv)
     bench_opts_t o;
     bench_src_t src;
     dd_key_tmpl_t *tmpl = NULL;
+    dd_json_doc_t *doc = dd_json_doc_new();
     rd_kafka_message_t *rkm;
     char key[DD_KEY_MAX + 1], hexkey[2 * DD_KEY_MAX + 4], hexhash[2 * DD_HASH_LEN + 4];
     char err[256];
@@ -113,9 +114,9 @@ int main(int argc, char **argv)
     while ((rkm = bench_src_next(&src, &o))) {
         cJSON *json;
         size_t key_len;
-        if (bench_key(tmpl, rkm, &json, key, &key_len) == 0) {
+        if (bench_key(doc, tmpl, rkm, &json, key, &key_len) == 0) {
             hexkey[bench_hex(hexkey, key, key_len)] = '\0';
-            dd_key_hash(NULL, json, hash);
+            dd_hash_doc(NULL, doc, hash);
             hexhash[bench_hex(hexhash, hash, sizeof(hash))] = '\0';
             if (!naive_seen(db, hexkey) && naive_apply(db, rkm, json, hexkey, hexhash) == 0)
                 applied++;
@@ -133,5 +134,6 @@ int main(int argc, char **argv)
     bench_src_close(&src);
     mysql_close(db);
     dd_key_tmpl_destroy(tmpl);
+    dd_json_doc_destroy(doc);
     return 0;
 }

@@ -30,7 +30,7 @@
 
 #include "dd_conf.h"
 #include "dd_db.h"
-#include "dd_key.h"
+#include "dd_hash.h"
 
 #define DD_CLAIM_TOKEN_LEN 16
 

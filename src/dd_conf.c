@@ -164,10 +164,12 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "dedup.key", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(dedup.key),
      .allowed = "contains ${path}", .check = dd_conf_check_key,
      .desc = "Business key template over the JSON payload, e.g. "
-             "\"pay:${merchant_id}:${order_no}\"."},
+             "\"pay:${merchant_id}:${order_no}\"; values are escaped so that different "
+             "payments never share a key (docs/KEYS.md)."},
     {.path = "dedup.hash", .type = DD_CT_LIST, .def = "", .max = 1000,
      DD_LIST_AT(dedup.hash, dedup.hash_cnt),
-     .desc = "Payload paths covered by the request hash; empty: the whole payload."},
+     .desc = "Payload paths covered by the request hash; empty: the whole payload. A path "
+             "that finds nothing is left out of the hash (docs/KEYS.md)."},
     {.path = "dedup.ttl", .type = DD_CT_DURATION, .def = "7d", .min = DD_MS_SEC,
      .max = 3650 * DD_MS_DAY, .unit_ms = DD_MS_SEC, DD_AT(dedup.ttl_s),
      .desc = "How long a key is remembered before the purge may delete it; must cover the "

@@ -13,6 +13,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "dd_claim.h"
+#include "dd_hash.h"
 #include "dd_key.h"
 #include "dd_offsets.h"
 #include "dd_pipeline.h"

@@ -14,7 +14,9 @@
 
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_hash.h"
 #include "dd_log.h"
+#include "dd_utf8.h"
 
 struct dd_lane_s {
     dd_lane_shared_t *sh;
@@ -712,13 +714,15 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     dd_stats_t d;
 
     /* The main thread hashes as it parses; what it could not hash is tried
-     * again here. A request hash fails only for want of memory or on a
-     * libcrypto error, never for the input: stop rather than compare a
+     * again here, from the payload (the main thread's document is gone). A
+     * request hash fails only for want of memory or on a libcrypto error,
+     * never for the input, which parsed already: stop rather than compare a
      * hash that was not computed. */
     for (size_t i = 0; i < n; i++) {
         if (items[i]->hashed)
             continue;
-        if (dd_key_hash(sh->hspec, items[i]->json, items[i]->hash) != DD_OK) {
+        if (dd_hash_payload(sh->hspec, items[i]->rkm->payload, items[i]->rkm->len,
+                            items[i]->hash) != DD_OK) {
             dd_lane_set_fatal(lane, "cannot compute a request hash (out of memory or a "
                                     "libcrypto error)");
             dd_lane_requeue(lane, items, n);

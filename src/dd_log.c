@@ -5,7 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dd_log.h"
 
-#include "dd_key.h"
+#include "dd_utf8.h"
 
 #include <librdkafka/rdkafka.h>
 

@@ -2,7 +2,8 @@
  * Applies the embedded sql/ files in version order. DDL commits implicitly in
  * MySQL, so each file is written to be safe to run again (IF NOT EXISTS), and
  * the version is recorded after the file ran. A named lock keeps two workers
- * starting at once from migrating the same table concurrently.
+ * starting at once from migrating the same table concurrently. Then the key
+ * format is recorded on the table if it has none (see dd_migrate.h).
  */
 #include "dd_migrate.h"
 
@@ -12,6 +13,7 @@
 
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_key.h"
 #include "dd_log.h"
 
 static const char dd_migrate_schema_sql[] =
@@ -118,6 +120,109 @@ out:
     return rc;
 }
 
+/*
+ * Key format
+ */
+
+#define DD_MIGRATE_FORMAT_TAG "dedupd key_format="
+
+int dd_migrate_key_format(MYSQL *db, const char *table, int *format, char *errstr,
+                          size_t errstr_size)
+{
+    char sql[320], esc[160];
+    const char *tag;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    *format = -1;
+    mysql_real_escape_string(db, esc, table, (unsigned long)strnlen(table, 64));
+    snprintf(sql, sizeof(sql),
+             "SELECT TABLE_COMMENT FROM information_schema.TABLES"
+             " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '%s'",
+             esc);
+    if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(db), mysql_error(db));
+        return dd_db_classify(mysql_errno(db));
+    }
+    if ((row = mysql_fetch_row(res))) {
+        *format = 0;
+        if (row[0] && (tag = strstr(row[0], DD_MIGRATE_FORMAT_TAG)))
+            *format = atoi(tag + strlen(DD_MIGRATE_FORMAT_TAG));
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+int dd_migrate_check_key_format(MYSQL *db, const char *table, char *errstr, size_t errstr_size)
+{
+    int format = -1, rc = dd_migrate_key_format(db, table, &format, errstr, errstr_size);
+
+    if (rc) return rc;
+    if (format == DD_KEY_FORMAT) return DD_OK;
+    if (format < 0)
+        dd_errstr_set(errstr, errstr_size,
+                      "dedup table %s does not exist in this database: run `dedupd migrate` "
+                      "first",
+                      table);
+    else if (format == 0)
+        dd_errstr_set(errstr, errstr_size,
+                      "dedup table %s records no key format: it was written before dedupd "
+                      "recorded key formats (format 1), and this dedupd's keys and request "
+                      "hashes (format %d) differ for some payloads; see \"Key formats\" in "
+                      "docs/KEYS.md, then run `dedupd migrate` to record format %d",
+                      table, DD_KEY_FORMAT, DD_KEY_FORMAT);
+    else
+        dd_errstr_set(errstr, errstr_size,
+                      "dedup table %s holds keys of format %d, this dedupd renders format %d: "
+                      "the stored keys and request hashes would not match; use the dedupd "
+                      "that wrote them, or another dedup table",
+                      table, format, DD_KEY_FORMAT);
+    return DD_ERR_CONFIG;
+}
+
+/* *rows: whether the query returned a row. */
+static int dd_migrate_has_rows(MYSQL *db, const char *sql, int *rows, char *errstr,
+                               size_t errstr_size)
+{
+    MYSQL_RES *res;
+
+    if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(db), mysql_error(db));
+        return dd_db_classify(mysql_errno(db));
+    }
+    *rows = mysql_fetch_row(res) != NULL;
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* Records DD_KEY_FORMAT on a table that records none; refuses to change a
+ * recorded format. */
+static int dd_migrate_record_key_format(MYSQL *db, const char *table, char *errstr,
+                                        size_t errstr_size)
+{
+    char sql[256];
+    int rows = 0, format = -1, rc = dd_migrate_key_format(db, table, &format, errstr, errstr_size);
+
+    if (rc || format == DD_KEY_FORMAT) return rc;
+    if (format != 0) return dd_migrate_check_key_format(db, table, errstr, errstr_size);
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM `%s` LIMIT 1", table);
+    if ((rc = dd_migrate_has_rows(db, sql, &rows, errstr, errstr_size))) return rc;
+    snprintf(sql, sizeof(sql), "ALTER TABLE `%s` COMMENT = '" DD_MIGRATE_FORMAT_TAG "%d'", table,
+             DD_KEY_FORMAT);
+    if ((rc = dd_db_exec_raw(db, sql, errstr, errstr_size))) return rc;
+    if (!rows)
+        dd_log(DD_LOG_INFO, "Recorded key format %d on table %s.", DD_KEY_FORMAT, table);
+    else
+        dd_log(DD_LOG_WARN,
+               "Recorded key format %d on table %s, which holds rows written before formats "
+               "were recorded (format 1): where a key value held a byte that is now escaped "
+               "or an unusual number, its key differs in format %d, and so may a request "
+               "hash (docs/KEYS.md, \"Key formats\"); a redelivered old message of that kind "
+               "counts as new or as a conflict.",
+               DD_KEY_FORMAT, table, DD_KEY_FORMAT);
+    return DD_OK;
+}
+
 int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_size)
 {
     int version = 0, rc;
@@ -132,6 +237,7 @@ int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_siz
         dd_log(DD_LOG_INFO, "Applying migration %s to table %s.", dd_migrations[i].name, table);
         rc = dd_migrate_apply(db, &dd_migrations[i], table, errstr, errstr_size);
     }
+    if (rc == DD_OK) rc = dd_migrate_record_key_format(db, table, errstr, errstr_size);
     dd_db_exec_raw(db, "DO RELEASE_LOCK('dedupd_migrate')", NULL, 0);
     return rc;
 }

@@ -2,6 +2,17 @@
  * Schema migrations for the dedup table. The numbered files of sql/ are
  * embedded at build time; the applied version of each dedup table is kept in
  * dedupd_schema so `dedupd migrate` is idempotent and upgrades in order.
+ *
+ * The key format (DD_KEY_FORMAT, dd_key.h: how keys and request hashes are
+ * rendered) is recorded on the dedup table itself, as its table comment
+ * "dedupd key_format=N": the comment goes where the table goes (RENAME,
+ * dump and restore, a copy in another database), which a row of
+ * dedupd_schema keyed by the table's name would not. The rows of a table
+ * hold keys of one format; a dedupd that renders another would see every
+ * stored key as new. So run, replay and purge refuse a table whose recorded
+ * format is not theirs, and migrate records the format on a table that has
+ * none (created before formats were recorded: format 1) but never changes a
+ * recorded one.
  */
 #ifndef DD_MIGRATE_H
 #define DD_MIGRATE_H
@@ -25,5 +36,14 @@ int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_siz
 /* The version `table` is at (0: not created). Returns 0 or negative dd_err_t. */
 int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr,
                        size_t errstr_size);
+
+/* The key format recorded on `table`: 0 when it records none, -1 when the
+ * table does not exist. Returns 0 or a negative dd_err_t. */
+int dd_migrate_key_format(MYSQL *db, const char *table, int *format, char *errstr,
+                          size_t errstr_size);
+
+/* 0 when `table` exists and records DD_KEY_FORMAT; otherwise DD_ERR_CONFIG
+ * (or the database error) with errstr saying what to do. */
+int dd_migrate_check_key_format(MYSQL *db, const char *table, char *errstr, size_t errstr_size);
 
 #endif /* DD_MIGRATE_H */

@@ -199,80 +199,67 @@ void dd_parse_release(dd_parse_pool_t *pool, cJSON *json)
  * Parsing
  */
 
-static int dd_parse_only_space(const char *p, const char *end)
-{
-    for (; p && p < end; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') return 0;
-    return 1;
-}
-
-/* Strict JSON: valid UTF-8, one value, nothing but whitespace after it. */
+/* The handlers' tree, built only from text dd_json accepted: cJSON then
+ * fails only for want of memory. */
 static cJSON *dd_parse_json(dd_parse_pool_t *pool, const void *payload, size_t len, char *errstr,
                             size_t errstr_size)
 {
-    const char *text = payload, *end = NULL;
-    cJSON *json;
+    const char *end = NULL;
+    cJSON *json = dd_parse_tree(pool, payload, len, &end);
 
-    if (!payload || len == 0) {
-        dd_errstr_set(errstr, errstr_size, "empty payload");
-        return NULL;
-    }
-    if (!dd_utf8_valid(payload, len)) {
-        dd_errstr_set(errstr, errstr_size, "payload is not valid UTF-8");
-        return NULL;
-    }
-    json = dd_parse_tree(pool, text, len, &end);
-    if (json && !dd_parse_only_space(end, text + len)) {
-        /* cJSON stops after the first value: "{...}}" or "null," are not JSON. */
-        dd_errstr_set(errstr, errstr_size, "invalid JSON: trailing data at byte %ld",
-                      (long)(end - text));
-        dd_parse_release(pool, json);
-        return NULL;
-    }
-    if (!json) {
-        const char *at = cJSON_GetErrorPtr();
-        long pos = at ? (long)(at - text) : -1;
-        if (pos < 0 || (size_t)pos > len) pos = -1;
-        dd_errstr_set(errstr, errstr_size, "invalid JSON near byte %ld", pos);
-    }
+    if (!json) dd_errstr_set(errstr, errstr_size, "cannot build the JSON tree (out of memory?)");
     return json;
 }
 
-int dd_parse_message(const dd_conf_t *conf, const dd_key_tmpl_t *tmpl, const void *payload,
-                     size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1], size_t *key_len,
-                     dd_reason_t *reason, char *errstr, size_t errstr_size)
+int dd_parse_message(dd_json_doc_t *doc, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
+                     const void *payload, size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1],
+                     size_t *key_len, dd_reason_t *reason, char *errstr, size_t errstr_size)
 {
-    return dd_parse_message_into(NULL, conf, tmpl, payload, len, jsonp, key, key_len, reason,
+    return dd_parse_message_into(NULL, doc, conf, tmpl, payload, len, jsonp, key, key_len, reason,
                                  errstr, errstr_size);
 }
 
-int dd_parse_message_into(dd_parse_pool_t *pool, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
-                          const void *payload, size_t len, cJSON **jsonp,
+int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, const dd_conf_t *conf,
+                          const dd_key_tmpl_t *tmpl, const void *payload, size_t len, cJSON **jsonp,
                           char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
                           char *errstr, size_t errstr_size)
 {
     dd_key_status_t ks;
+    char why[200];
+    int rc;
 
     *jsonp = NULL;
     *key_len = 0;
+    key[0] = '\0';
     if ((int64_t)len > conf->dedup.max_payload_bytes) {
         dd_errstr_set(errstr, errstr_size, "payload is %zu bytes, at most %lld allowed", len,
                       (long long)conf->dedup.max_payload_bytes);
         *reason = DD_REASON_PAYLOAD_TOO_LARGE;
         return DD_ERR_PERMANENT;
     }
-    *jsonp = dd_parse_json(pool, payload, len, errstr, errstr_size);
-    if (!*jsonp) {
+    if (!payload || len == 0) {
+        dd_errstr_set(errstr, errstr_size, "empty payload");
         *reason = DD_REASON_BAD_JSON;
         return DD_ERR_PERMANENT;
     }
-    ks = dd_key_render(tmpl, *jsonp, key, key_len, errstr, errstr_size);
+    if ((rc = dd_json_parse(doc, payload, len, why, sizeof(why))) != DD_OK) {
+        /* Out of memory is no fault of the message, but neither pipeline
+         * nor replay can do better than refuse it with the reason. */
+        dd_errstr_set(errstr, errstr_size, "invalid JSON: %s", why);
+        *reason = DD_REASON_BAD_JSON;
+        return DD_ERR_PERMANENT;
+    }
+    ks = dd_key_render(tmpl, doc, key, key_len, errstr, errstr_size);
     if (ks != DD_KEY_OK) {
         *key_len = 0; /* no usable business key */
         key[0] = '\0';
-        dd_parse_release(pool, *jsonp);
-        *jsonp = NULL;
         *reason = ks == DD_KEY_MISSING ? DD_REASON_KEY_MISSING : DD_REASON_KEY_TOO_LONG;
+        return DD_ERR_PERMANENT;
+    }
+    if (!(*jsonp = dd_parse_json(pool, payload, len, errstr, errstr_size))) {
+        *key_len = 0;
+        key[0] = '\0';
+        *reason = DD_REASON_BAD_JSON;
         return DD_ERR_PERMANENT;
     }
     return DD_OK;

@@ -1,6 +1,7 @@
 /*
  * The parse step shared by `dedupd run` and `dedupd replay`: payload size,
- * UTF-8, strict JSON (no trailing data) and the business key.
+ * strict JSON (dd_json: UTF-8, RFC 8259, no duplicate names, limits), the
+ * business key, then the cJSON tree handlers see.
  *
  * Replay must judge a message exactly as the pipeline would, or it would
  * report keys as missing that the pipeline dead-letters (and the other way
@@ -15,16 +16,20 @@
 #include <cjson/cJSON.h>
 
 #include "dd_conf.h"
+#include "dd_json.h"
 #include "dd_key.h"
 #include "dd_pipeline.h"
 
-/* Parses payload and renders its business key into key (*key_len bytes).
- * Returns DD_OK with *jsonp set (the caller owns it: cJSON_Delete), or
- * DD_ERR_PERMANENT with *reason (bad_json, key_missing, key_too_long,
- * payload_too_large), why it failed in errstr, *jsonp NULL and *key_len 0. */
-int dd_parse_message(const dd_conf_t *conf, const dd_key_tmpl_t *tmpl, const void *payload,
-                     size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1], size_t *key_len,
-                     dd_reason_t *reason, char *errstr, size_t errstr_size);
+/* Parses payload into doc (the caller's, reused from message to message by
+ * one thread) and renders its business key into key (*key_len bytes).
+ * Returns DD_OK with *jsonp set (the caller owns it: cJSON_Delete) and doc
+ * holding the payload's document (for dd_hash_doc, a lane key) until the
+ * next parse into it; or DD_ERR_PERMANENT with *reason (bad_json,
+ * key_missing, key_too_long, payload_too_large), why it failed in errstr,
+ * *jsonp NULL and *key_len 0. doc points into payload: keep both. */
+int dd_parse_message(dd_json_doc_t *doc, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
+                     const void *payload, size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1],
+                     size_t *key_len, dd_reason_t *reason, char *errstr, size_t errstr_size);
 
 /*
  * Parse pool: where the consumer's parsed payloads live.
@@ -55,8 +60,8 @@ void dd_parse_pool_destroy(dd_parse_pool_t *pool);
 
 /* dd_parse_message with the tree in pool (NULL: on the heap). The caller
  * releases it with dd_parse_release(pool, json). */
-int dd_parse_message_into(dd_parse_pool_t *pool, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
-                          const void *payload, size_t len, cJSON **jsonp,
+int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, const dd_conf_t *conf,
+                          const dd_key_tmpl_t *tmpl, const void *payload, size_t len, cJSON **jsonp,
                           char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
                           char *errstr, size_t errstr_size);
 /* Frees a tree from dd_parse_message_into(pool, ...); json may be NULL. */

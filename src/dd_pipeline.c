@@ -13,7 +13,9 @@
 
 #include "dd_common.h"
 #include "dd_dlq.h"
+#include "dd_hash.h"
 #include "dd_item.h"
+#include "dd_json.h"
 #include "dd_lane.h"
 #include "dd_log.h"
 #include "dd_offsets.h"
@@ -27,6 +29,7 @@ struct dd_pipeline_s {
     dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
     dd_hash_spec_t *hspec;
     dd_parse_pool_t *pool; /* where items' parsed payloads live */
+    dd_json_doc_t *doc;    /* the strict document of the message being routed */
     char owner[128];
 
     dd_offsets_t *offs;
@@ -276,20 +279,19 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
     size_t lane_len = 0;
     uint32_t h;
 
-    if (dd_parse_message_into(pl->pool, pl->conf, pl->tmpl, rkm->payload, rkm->len, &item->json,
-                              item->key, &item->key_len, &reason, item->error,
+    if (dd_parse_message_into(pl->pool, pl->doc, pl->conf, pl->tmpl, rkm->payload, rkm->len,
+                              &item->json, item->key, &item->key_len, &reason, item->error,
                               sizeof(item->error)) != DD_OK)
         return dd_pipeline_reject(pl, item, reason);
-    /* Hashed here, while the freshly parsed tree is still in this core's
-     * cache: in a lane every node is a cache miss, which made hashing there
-     * cost several times more. The lane skips hashed items; on failure it
-     * tries again itself, and stops the worker if that fails too. */
-    if (dd_key_hash(pl->hspec, item->json, item->hash) == DD_OK)
-        item->hashed = 1;
+    /* Hashed here, from the document just parsed (one per thread, reused):
+     * it is still in this core's cache. The lane skips hashed items; on
+     * failure it parses and tries again itself, and stops the worker if
+     * that fails too. */
+    if (dd_hash_doc(pl->hspec, pl->doc, item->hash) == DD_OK) item->hashed = 1;
     /* The lane key's fields are fields of the business key (checked at load),
      * so every copy of a key goes to the same lane. */
-    if (pl->lane_tmpl && dd_key_render(pl->lane_tmpl, item->json, lane_key, &lane_len, why,
-                                       sizeof(why)) == DD_KEY_OK)
+    if (pl->lane_tmpl &&
+        dd_key_render(pl->lane_tmpl, pl->doc, lane_key, &lane_len, why, sizeof(why)) == DD_KEY_OK)
         h = dd_pipeline_key_hash(lane_key, lane_len);
     else
         h = dd_pipeline_key_hash(item->key, item->key_len);
@@ -761,6 +763,10 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
                               errstr_size);
     if (!rc)
         rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
+    if (!rc && !(pl->doc = dd_json_doc_new())) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        rc = DD_ERR_NOMEM;
+    }
     if (rc) {
         dd_pipeline_destroy(pl);
         return DD_ERR_CONFIG;
@@ -816,6 +822,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_key_tmpl_destroy(pl->lane_tmpl);
     dd_hash_spec_destroy(pl->hspec);
     dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
+    dd_json_doc_destroy(pl->doc);
     pthread_mutex_destroy(&pl->sh.mu);
     pthread_cond_destroy(&pl->sh.cv);
     free(pl);

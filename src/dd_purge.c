@@ -20,6 +20,7 @@
 #include "dd_common.h"
 #include "dd_db.h"
 #include "dd_log.h"
+#include "dd_migrate.h"
 
 /* Pause between two delete batches: at least this, and at least as long as
  * the batch took, so the purge uses at most about half of the time of one
@@ -278,7 +279,11 @@ int dd_purge_main(int argc, char **argv)
 
     rc = dd_purge_cmd_open(argc, argv, &conf, &db);
     if (rc) goto out;
-    if (dd_purge_pass(db, conf, NULL, &res, err, sizeof(err)) != DD_OK) {
+    /* Expiry does not depend on keys, but a table of another key format
+     * is one no dedupd of this version should be maintaining. */
+    if (dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err)) !=
+            DD_OK ||
+        dd_purge_pass(db, conf, NULL, &res, err, sizeof(err)) != DD_OK) {
         fprintf(stderr, "dedupd purge: %s\n", err);
         rc = 1;
         goto out;

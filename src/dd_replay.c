@@ -33,11 +33,15 @@
 #include "dd_conf.h"
 #include "dd_db.h"
 #include "dd_handler.h"
+#include "dd_hash.h"
 #include "dd_item.h"
+#include "dd_json.h"
 #include "dd_key.h"
 #include "dd_lane.h"
 #include "dd_log.h"
+#include "dd_migrate.h"
 #include "dd_parse.h"
+#include "dd_utf8.h"
 
 #define DD_REPLAY_BATCH 500        /* messages judged per round of lookups */
 #define DD_REPLAY_MAX_PENDING 2000 /* --apply: items handed to the lane, not yet back */
@@ -122,6 +126,7 @@ typedef struct {
     dd_conf_t *conf;
     dd_key_tmpl_t *tmpl;
     dd_hash_spec_t *hspec;
+    dd_json_doc_t *doc; /* the message being parsed */
     rd_kafka_t *rk;
     dd_db_t *db;
     dd_buf_t sql;
@@ -1093,11 +1098,11 @@ static int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *err
     item->rkm = rkm;
     item->seq = rp->n;
     rp->sum.messages++;
-    if (dd_parse_message(rp->conf, rp->tmpl, rkm->payload, rkm->len, &item->json, item->key,
-                         &item->key_len, &item->reason, item->error,
+    if (dd_parse_message(rp->doc, rp->conf, rp->tmpl, rkm->payload, rkm->len, &item->json,
+                         item->key, &item->key_len, &item->reason, item->error,
                          sizeof(item->error)) != DD_OK) {
         item->outcome = DD_OUT_DLQ;
-    } else if (dd_key_hash(rp->hspec, item->json, item->hash) != DD_OK) {
+    } else if (dd_hash_doc(rp->hspec, rp->doc, item->hash) != DD_OK) {
         rp->batch[rp->n++] = item; /* freed with the batch */
         dd_errstr_set(errstr, errstr_size, "cannot compute the request hash of %s [%d] at "
                       "offset %lld (out of memory or a libcrypto error)",
@@ -1698,7 +1703,14 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
     if (!rc)
         rc = dd_hash_spec_new(&rp->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
+    if (!rc && !(rp->doc = dd_json_doc_new())) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        rc = DD_ERR_NOMEM;
+    }
     if (!rc) rc = dd_db_open(&rp->db, conf, errstr, errstr_size);
+    if (!rc)
+        rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), conf->dedup.table, errstr,
+                                         errstr_size);
     if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);
@@ -1744,6 +1756,7 @@ static void dd_replay_destroy(dd_replay_t *rp)
     dd_buf_free(&rp->sql);
     dd_key_tmpl_destroy(rp->tmpl);
     dd_hash_spec_destroy(rp->hspec);
+    dd_json_doc_destroy(rp->doc);
     dd_conf_destroy(rp->conf);
     free(rp->parts);
     free(rp);

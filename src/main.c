@@ -137,6 +137,18 @@ static void dd_main_summary(dd_pipeline_t *pl)
     fflush(stdout);
 }
 
+/* The dedup table must hold keys of the format this dedupd renders. */
+static int dd_main_check_table(const dd_conf_t *conf, char *errstr, size_t errstr_size)
+{
+    dd_db_t *db = NULL;
+    int rc = dd_db_open(&db, conf, errstr, errstr_size);
+
+    if (!rc)
+        rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
+    dd_db_close(db);
+    return rc;
+}
+
 static int dd_main_run(int argc, char **argv)
 {
     const char *path = NULL;
@@ -154,6 +166,8 @@ static int dd_main_run(int argc, char **argv)
         return 1;
     dd_signals_install();
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
+    if (!rc)
+        rc = dd_main_check_table(conf, err, sizeof(err));
     if (!rc)
         rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
     if (!rc && conf->http.listen)
@@ -203,8 +217,8 @@ static int dd_main_migrate(int argc, char **argv)
     if (rc)
         fprintf(stderr, "dedupd migrate: %s\n", err);
     else
-        printf("dedup table %s is at schema version %d; handler %s migrated.\n",
-               conf->dedup.table, version, dd_handler_name(h));
+        printf("dedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
+               conf->dedup.table, version, DD_KEY_FORMAT, dd_handler_name(h));
     dd_db_close(db);
     dd_handler_destroy(h);
     dd_conf_destroy(conf);
@@ -296,6 +310,11 @@ static int dd_main_check(int argc, char **argv)
             printf("FAIL dedup table: %s is at schema version %d, run `dedupd migrate`\n",
                    conf->dedup.table, version),
                 bad = 1;
+        if (dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err)) ==
+            DD_OK)
+            printf("ok   key format: %s records format %d\n", conf->dedup.table, DD_KEY_FORMAT);
+        else
+            printf("FAIL key format: %s\n", err), bad = 1;
     } else {
         printf("FAIL database: %s\n", err);
         bad = 1;

@@ -75,8 +75,12 @@ typedef struct dedupd_msg {
     size_t key_len;
     const void *payload;
     size_t payload_len;
-    const cJSON *json;   /* parsed payload */
-    const char *biz_key; /* derived business key */
+    /* parsed payload (cJSON: numbers are doubles, strings end at a NUL; the
+     * payload text has the exact values), built only for strict JSON */
+    const cJSON *json;
+    /* derived business key: NUL-terminated, escaped, no control bytes
+     * (docs/KEYS.md) */
+    const char *biz_key;
 } dedupd_msg;
 
 typedef struct dedupd_result {

@@ -16,6 +16,7 @@
 
 static dd_conf_t conf;
 static dd_key_tmpl_t *tmpl;
+static dd_json_doc_t *doc;
 
 static void setup(void)
 {
@@ -24,11 +25,13 @@ static void setup(void)
     memset(&conf, 0, sizeof(conf));
     conf.dedup.max_payload_bytes = 10 * 1024 * 1024;
     ck_assert_int_eq(dd_key_tmpl_new(&tmpl, "k:${id}", err, sizeof(err)), DD_OK);
+    doc = dd_json_doc_new();
 }
 
 static void teardown(void)
 {
     dd_key_tmpl_destroy(tmpl);
+    dd_json_doc_destroy(doc);
 }
 
 /* A payload of about len bytes with n array elements under "list". */
@@ -53,9 +56,9 @@ static cJSON *parse_both(dd_parse_pool_t *pool, const char *text, int *rc)
     cJSON *j1 = NULL, *j2 = NULL;
     int rc2;
 
-    *rc = dd_parse_message_into(pool, &conf, tmpl, text, strlen(text), &j1, key1, &len1, &r1, err1,
-                                sizeof(err1));
-    rc2 = dd_parse_message(&conf, tmpl, text, strlen(text), &j2, key2, &len2, &r2, err2,
+    *rc = dd_parse_message_into(pool, doc, &conf, tmpl, text, strlen(text), &j1, key1, &len1, &r1,
+                                err1, sizeof(err1));
+    rc2 = dd_parse_message(doc, &conf, tmpl, text, strlen(text), &j2, key2, &len2, &r2, err2,
                            sizeof(err2));
     ck_assert_int_eq(*rc, rc2);
     ck_assert_str_eq(err1, err2);
@@ -135,6 +138,75 @@ START_TEST(test_chunks_reused_and_bounded)
 }
 END_TEST
 
+/* What dd_parse_message refuses, with which reason and message; the
+ * non-JSON attack cases first. */
+START_TEST(test_refusals)
+{
+    static const struct {
+        const char *text;
+        dd_reason_t reason;
+        const char *err;
+    } v[] = {
+        {"{\"id\":\"a\tb\"}", DD_REASON_BAD_JSON,
+         "invalid JSON: raw control character 0x09 in a string at byte 8"},
+        {"{\"id\":007}", DD_REASON_BAD_JSON, "invalid JSON: leading zero in a number at byte 6"},
+        {"{\"id\":7.}", DD_REASON_BAD_JSON,
+         "invalid JSON: no digit after '.' in a number at byte 6"},
+        {"\xef\xbb\xbf{\"id\":1}", DD_REASON_BAD_JSON,
+         "invalid JSON: byte-order mark (not allowed before JSON text) at byte 0"},
+        {"{\"id\":1,\"id\":2}", DD_REASON_BAD_JSON,
+         "invalid JSON: duplicate member name \"id\" (first at byte 1) at byte 8"},
+        {"{\"id\":\"a\"}}", DD_REASON_BAD_JSON,
+         "invalid JSON: trailing data after the JSON value at byte 10"},
+        {"\xff", DD_REASON_BAD_JSON, "invalid JSON: invalid UTF-8 at byte 0"},
+        {"", DD_REASON_BAD_JSON, "empty payload"},
+        {"{\"x\":1}", DD_REASON_KEY_MISSING, "field id is missing"},
+        {"{\"id\":null}", DD_REASON_KEY_MISSING, "field id is null"},
+    };
+    dd_parse_pool_t *pool;
+    char err[256];
+
+    ck_assert_int_eq(dd_parse_pool_new(&pool, 100, err, sizeof(err)), DD_OK);
+    for (size_t i = 0; i < DD_ARRAY_LEN(v); i++) {
+        char key[DD_KEY_MAX + 1] = "x";
+        size_t key_len = 9;
+        dd_reason_t reason = DD_REASON_CNT;
+        cJSON *json = (cJSON *)1;
+
+        ck_assert_int_eq(dd_parse_message_into(pool, doc, &conf, tmpl, v[i].text, strlen(v[i].text),
+                                               &json, key, &key_len, &reason, err, sizeof(err)),
+                         DD_ERR_PERMANENT);
+        ck_assert_str_eq(err, v[i].err);
+        ck_assert_int_eq(reason, v[i].reason);
+        ck_assert_ptr_null(json);
+        ck_assert_uint_eq(key_len, 0);
+        ck_assert_str_eq(key, "");
+    }
+    dd_parse_pool_destroy(pool);
+}
+END_TEST
+
+/* On success the document stays for the hash and the lane key; the key
+ * has no NUL even when the value has. */
+START_TEST(test_key_and_doc)
+{
+    const char *text = "{\"id\":\"x\\u0000one\",\"n\":9007199254740993}";
+    char key[DD_KEY_MAX + 1], err[256];
+    size_t key_len;
+    dd_reason_t reason;
+    cJSON *json;
+
+    ck_assert_int_eq(dd_parse_message(doc, &conf, tmpl, text, strlen(text), &json, key, &key_len,
+                                      &reason, err, sizeof(err)),
+                     DD_OK);
+    ck_assert_str_eq(key, "k:x%00one");
+    ck_assert_uint_eq(key_len, 9);
+    ck_assert_ptr_nonnull(json);
+    ck_assert_uint_eq(dd_json_root(doc)->len, 2);
+    cJSON_Delete(json);
+}
+END_TEST
+
 static Suite *dd_parse_suite(void)
 {
     Suite *s = suite_create("parse");
@@ -143,6 +215,8 @@ static Suite *dd_parse_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_same_as_heap);
     tcase_add_test(tc, test_chunks_reused_and_bounded);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_key_and_doc);
     suite_add_tcase(s, tc);
     return s;
 }
