@@ -246,6 +246,18 @@ static const dd_conf_item_t dd_conf_items[] = {
      .max = DD_MS_DAY, .unit_ms = 1, DD_AT(http.stuck_after_ms),
      .desc = "/healthz answers 503 when messages are in flight and none finished for this "
              "long (the loop not turning for half of it counts too)."},
+    {.path = "http.timeout", .type = DD_CT_DURATION, .def = "10s", .min = DD_MS_SEC,
+     .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(http.timeout_ms),
+     .desc = "A connection is closed when it has not sent a whole request this long after "
+             "connecting or after its previous answer, however slowly it keeps sending."},
+    {.path = "http.max_connections", .type = DD_CT_INT, .def = "64", .min = 1, .max = 10000,
+     DD_AT(http.max_connections),
+     .desc = "Open connections, all clients together. A new connection beyond it closes the "
+             "one that has waited longest for its request, so a probe always gets in."},
+    {.path = "http.max_connections_per_ip", .type = DD_CT_INT, .def = "16", .min = 1,
+     .max = 10000, DD_AT(http.max_connections_per_ip),
+     .desc = "Open connections from one client address; beyond it, as for max_connections "
+             "among that address's connections."},
 
     DD_GROUP("log", "Logging to stderr."),
     {.path = "log.level", .type = DD_CT_ENUM, .def = "info", DD_AT(log.level),

@@ -81,6 +81,9 @@ typedef struct dd_conf_s {
     struct {
         char *listen; /* "host:port" or NULL for no HTTP endpoint */
         int stuck_after_ms; /* /healthz: in flight and nothing finished this long = stuck */
+        int timeout_ms;      /* a request must arrive within this long of connecting */
+        int max_connections; /* open connections, all clients together */
+        int max_connections_per_ip;
     } http;
 
     struct {
