@@ -97,6 +97,11 @@ typedef struct dd_conf_s {
     } purge;
 
     config_t *lc; /* libconfig tree, kept alive for handler.config */
+
+    /* What the load found allowed but probably wrong ("FILE:LINE: setting
+     * mysql.password_file: ..."), reported by dd_validate_conf(). */
+    char *warnings[8];
+    int warning_cnt;
 } dd_conf_t;
 
 /* Loads and validates path. On failure *confp is NULL and errstr says
