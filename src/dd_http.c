@@ -14,9 +14,11 @@
  * many, so libmicrohttpd serves every connection from one polling thread
  * (epoll), and dedupd keeps its own list of open connections to bound them:
  *  - a deadline: each request must arrive whole within http.timeout of the
- *    connection opening or of its previous answer. libmicrohttpd's own
- *    timeout only counts idleness, which a client sending a header line
- *    every few seconds never reaches;
+ *    connection opening or of its previous answer, checked at each new
+ *    connection and by the prober every second (the limits below keep
+ *    probes answered even while a hung ping holds the prober up).
+ *    libmicrohttpd's own timeout only counts idleness, which a client
+ *    sending a header line every few seconds never reaches;
  *  - limits, in total and per client address; a new connection beyond one
  *    closes the connection that has waited longest for its request (one
  *    being answered is left alone), so a probe always gets in and a flood of
@@ -57,7 +59,7 @@
 #define DD_HTTP_PING_EVERY_MS 1000
 #define DD_HTTP_PING_STALE_MS 5000
 #define DD_HTTP_LAG_MAX 4096
-/* Most one warning about HTTP clients (bad requests, closed connections)
+/* At most one warning about HTTP clients (bad requests, closed connections)
  * per this long; the rest go to the debug level and are counted. */
 #define DD_HTTP_WARN_EVERY_MS 60000
 
