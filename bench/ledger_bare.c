@@ -353,6 +353,7 @@ int main(int argc, char **argv)
     bench_opts_t o;
     bench_src_t src;
     dd_key_tmpl_t *tmpl = NULL;
+    dd_json_doc_t *doc = dd_json_doc_new();
     rd_kafka_message_t *rkm;
     lbare_t *lb;
     MYSQL *db;
@@ -377,7 +378,7 @@ int main(int argc, char **argv)
     while ((rkm = bench_src_next(&src, &o))) {
         lbare_row_t *r = &lb->rows[lb->n];
         size_t key_len;
-        if (bench_key(tmpl, rkm, &r->json, r->key, &key_len) == 0 && lbare_parse(r) == 0) {
+        if (bench_key(doc, tmpl, rkm, &r->json, r->key, &key_len) == 0 && lbare_parse(r) == 0) {
             lb->n++;
         } else {
             cJSON_Delete(r->json);
@@ -395,5 +396,6 @@ int main(int argc, char **argv)
     lbare_destroy(lb);
     mysql_close(db);
     dd_key_tmpl_destroy(tmpl);
+    dd_json_doc_destroy(doc);
     return 0;
 }

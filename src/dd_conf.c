@@ -248,6 +248,18 @@ static const dd_conf_item_t dd_conf_items[] = {
      .max = DD_MS_DAY, .unit_ms = 1, DD_AT(http.stuck_after_ms),
      .desc = "/healthz answers 503 when messages are in flight and none finished for this "
              "long (the loop not turning for half of it counts too)."},
+    {.path = "http.timeout", .type = DD_CT_DURATION, .def = "10s", .min = DD_MS_SEC,
+     .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(http.timeout_ms),
+     .desc = "A connection is closed when it has not sent a whole request this long after "
+             "connecting or after its previous answer, however slowly it keeps sending."},
+    {.path = "http.max_connections", .type = DD_CT_INT, .def = "64", .min = 1, .max = 10000,
+     DD_AT(http.max_connections),
+     .desc = "Open connections, all clients together. A new connection beyond it closes the "
+             "one that has waited longest for its request, so a probe always gets in."},
+    {.path = "http.max_connections_per_ip", .type = DD_CT_INT, .def = "16", .min = 1,
+     .max = 10000, DD_AT(http.max_connections_per_ip),
+     .desc = "Open connections from one client address; beyond it, as for max_connections "
+             "among that address's connections."},
 
     DD_GROUP("log", "Logging to stderr."),
     {.path = "log.level", .type = DD_CT_ENUM, .def = "info", DD_AT(log.level),
@@ -391,36 +403,63 @@ static unsigned dd_conf_line(const char *file, const config_setting_t *s,
     return dd_conf_elem_line(file, line, config_setting_source_line(at));
 }
 
-/* Sets errstr to "<where>: <msg>" for setting idx, where <where> follows the
+/* Writes "<where>: <msg>" for setting idx to out, where <where> follows the
  * origin of its current value: FILE:LINE, the environment variable, or the
  * file alone for defaults. `at` narrows a file location to a list element. */
+static void dd_conf_where(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, char *out,
+                          size_t out_size, const char *msg)
+{
+    const dd_conf_origin_t *o = &ctx->origin[idx];
+    const char *path = dd_conf_items[idx].path;
+    char file[PATH_MAX];
+
+    if (o->kind == DD_ORIGIN_ENV) {
+        dd_errstr_set(out, out_size, "environment variable %s (setting %s): %s", o->env, path, msg);
+    } else if (o->kind == DD_ORIGIN_FILE) {
+        dd_conf_file_name(ctx->conf, config_setting_source_file(o->setting), file, sizeof(file));
+        dd_errstr_set(out, out_size, "%s:%u: setting %s: %s", file,
+                      dd_conf_line(file, o->setting, at), path, msg);
+    } else {
+        dd_errstr_set(out, out_size, "%s: setting %s: %s", ctx->conf->path, path, msg);
+    }
+}
+
+/* Sets errstr to "<where>: <msg>" for setting idx (dd_conf_where). */
 static int dd_conf_fail(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, const char *fmt,
                         ...) __attribute__((format(printf, 4, 5)));
 
 static int dd_conf_fail(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, const char *fmt,
                         ...)
 {
-    const dd_conf_origin_t *o = &ctx->origin[idx];
-    const char *path = dd_conf_items[idx].path;
-    char msg[768], file[PATH_MAX];
+    char msg[768];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-
-    if (o->kind == DD_ORIGIN_ENV) {
-        dd_errstr_set(ctx->errstr, ctx->errstr_size, "environment variable %s (setting %s): %s",
-                      o->env, path, msg);
-    } else if (o->kind == DD_ORIGIN_FILE) {
-        dd_conf_file_name(ctx->conf, config_setting_source_file(o->setting), file, sizeof(file));
-        dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: setting %s: %s", file,
-                      dd_conf_line(file, o->setting, at), path, msg);
-    } else {
-        dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: setting %s: %s", ctx->conf->path, path,
-                      msg);
-    }
+    dd_conf_where(ctx, idx, at, ctx->errstr, ctx->errstr_size, msg);
     return DD_ERR_CONFIG;
+}
+
+/* Keeps "<where>: <msg>" in conf->warnings: what is allowed but probably
+ * wrong, for the caller to report once logging is set up (dd_validate). */
+static int dd_conf_warn(dd_conf_ctx_t *ctx, int idx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int dd_conf_warn(dd_conf_ctx_t *ctx, int idx, const char *fmt, ...)
+{
+    dd_conf_t *conf = ctx->conf;
+    char msg[768], text[1024];
+    va_list ap;
+
+    if (conf->warning_cnt >= (int)DD_ARRAY_LEN(conf->warnings)) return 0;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    dd_conf_where(ctx, idx, NULL, text, sizeof(text), msg);
+    if (!(conf->warnings[conf->warning_cnt] = strdup(text))) return DD_ERR_NOMEM;
+    conf->warning_cnt++;
+    return 0;
 }
 
 static int dd_conf_nomem(dd_conf_ctx_t *ctx)
@@ -856,6 +895,8 @@ void dd_conf_destroy(dd_conf_t *conf)
         else if (it->type == DD_CT_LIST)
             dd_conf_free_list(dd_conf_field(conf, it), (int *)((char *)conf + it->cnt_off));
     }
+    for (int i = 0; i < conf->warning_cnt; i++)
+        free(conf->warnings[i]);
     if (conf->lc) {
         config_destroy(conf->lc);
         free(conf->lc);
@@ -932,8 +973,10 @@ static int dd_conf_check_properties(dd_conf_ctx_t *ctx, int idx)
     return err;
 }
 
-/* Reads a password file; the contents never reach errstr. */
-static int dd_conf_read_secret(const char *path, char **out, char *errstr, size_t errstr_size)
+/* Reads a password file, and its permission bits into *mode; the contents
+ * never reach errstr. */
+static int dd_conf_read_secret(const char *path, char **out, mode_t *mode, char *errstr,
+                               size_t errstr_size)
 {
     char buf[DD_CONF_SECRET_MAX + 1];
     size_t len = 0;
@@ -950,6 +993,7 @@ static int dd_conf_read_secret(const char *path, char **out, char *errstr, size_
         dd_errstr_set(errstr, errstr_size, "%s is not a regular file", path);
         goto done;
     }
+    *mode = st.st_mode & 07777;
     while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) > 0)
         len += (size_t)n;
     if (n < 0 || len > DD_CONF_SECRET_MAX) {
@@ -974,13 +1018,22 @@ static int dd_conf_password_from_file(dd_conf_ctx_t *ctx, int idx)
 {
     dd_conf_t *conf = ctx->conf;
     char *resolved = dd_conf_resolve(conf, conf->mysql.password_file), msg[512];
+    mode_t mode = 0;
     int err;
 
     if (!resolved) return dd_conf_nomem(ctx);
     free(conf->mysql.password_file);
     conf->mysql.password_file = resolved;
-    if ((err = dd_conf_read_secret(resolved, &conf->mysql.password, msg, sizeof(msg))))
+    if ((err = dd_conf_read_secret(resolved, &conf->mysql.password, &mode, msg, sizeof(msg))))
         return err == DD_ERR_NOMEM ? dd_conf_nomem(ctx) : dd_conf_fail(ctx, idx, NULL, "%s", msg);
+    /* A password anyone on the machine can read is not much of a secret;
+     * container runtimes often mount files 0644, so a warning, not an error. */
+    if ((mode & 077) && dd_conf_warn(ctx, idx,
+                                     "%s has mode %04o: users other than its owner can %s it, "
+                                     "and it holds the database password; make it readable by "
+                                     "its owner only (chmod 600)",
+                                     resolved, (unsigned)mode, (mode & 044) ? "read" : "change"))
+        return dd_conf_nomem(ctx);
     return 0;
 }
 

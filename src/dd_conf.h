@@ -81,6 +81,9 @@ typedef struct dd_conf_s {
     struct {
         char *listen; /* "host:port" or NULL for no HTTP endpoint */
         int stuck_after_ms; /* /healthz: in flight and nothing finished this long = stuck */
+        int timeout_ms;      /* a request must arrive within this long of connecting */
+        int max_connections; /* open connections, all clients together */
+        int max_connections_per_ip;
     } http;
 
     struct {
@@ -94,6 +97,11 @@ typedef struct dd_conf_s {
     } purge;
 
     config_t *lc; /* libconfig tree, kept alive for handler.config */
+
+    /* What the load found allowed but probably wrong ("FILE:LINE: setting
+     * mysql.password_file: ..."), reported by dd_validate_conf(). */
+    char *warnings[8];
+    int warning_cnt;
 } dd_conf_t;
 
 /* Loads and validates path. On failure *confp is NULL and errstr says

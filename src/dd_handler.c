@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mysqld_error.h>
+
 #include "dd_common.h"
+#include "dd_db.h"
 
 #define DD_HANDLER_SYMBOL "dedupd_handler_v1"
 
@@ -149,6 +152,11 @@ const char *dd_handler_name(const dd_handler_t *h)
     return h && h->desc ? h->desc->name : "(none)";
 }
 
+const char *dd_handler_path(const dd_handler_t *h)
+{
+    return h && h->path ? h->path : "(none)";
+}
+
 int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size)
 {
     char err[512] = "";
@@ -226,6 +234,48 @@ dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_m
     }
     if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
     return st;
+}
+
+/* ---- the transaction guard (see dd_handler.h) ---- */
+
+int dd_handler_txn_begin(MYSQL *db, char *errstr, size_t errstr_size)
+{
+    return dd_db_exec_raw(db, "START TRANSACTION; SAVEPOINT " DD_HANDLER_TXN_SAVEPOINT, errstr,
+                          errstr_size);
+}
+
+int dd_handler_txn_lost(MYSQL *db)
+{
+    return db && mysql_errno(db) == ER_SP_DOES_NOT_EXIST;
+}
+
+int dd_handler_txn_lost_error(const dd_handler_t *h, const char *where, char *errstr,
+                              size_t errstr_size)
+{
+    dd_errstr_set(errstr, errstr_size,
+                  "handler %s (%s) ended the transaction dedupd opened for it (a COMMIT, "
+                  "ROLLBACK or a statement that commits implicitly) and went on in another, "
+                  "%s: this is a handler bug; the transaction was rolled back",
+                  dd_handler_name(h), dd_handler_path(h), where);
+    return DD_ERR_FATAL;
+}
+
+int dd_handler_txn_end(const dd_handler_t *h, MYSQL *db, int commit, const char *where,
+                       char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    /* When the release fails, the server does not run the rest of the
+     * query: nothing of what ran in the handler's transaction commits. */
+    rc = dd_db_exec_raw(db,
+                        commit ? "RELEASE SAVEPOINT " DD_HANDLER_TXN_SAVEPOINT "; COMMIT"
+                               : "RELEASE SAVEPOINT " DD_HANDLER_TXN_SAVEPOINT "; ROLLBACK",
+                        errstr, errstr_size);
+    if (rc && dd_handler_txn_lost(db)) {
+        mysql_real_query(db, "ROLLBACK", 8); /* best effort: the connection may be gone */
+        return dd_handler_txn_lost_error(h, where, errstr, errstr_size);
+    }
+    return rc;
 }
 
 void dd_handler_destroy(dd_handler_t *h)

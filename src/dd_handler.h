@@ -18,6 +18,8 @@ typedef struct dd_handler_s dd_handler_t;
 int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf,
                     char *errstr, size_t errstr_size);
 const char *dd_handler_name(const dd_handler_t *h);
+/* The file it was loaded from, as configured (resolved). */
+const char *dd_handler_path(const dd_handler_t *h);
 /* Calls the optional migrate. Returns 0 or DD_ERR_FATAL with errstr. */
 int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size);
 
@@ -35,6 +37,34 @@ int dd_handler_has_batch(const dd_handler_t *h);
  * *broken_txn as for dd_handler_handle(). */
 dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_msg *const *msgs,
                                       size_t n, dedupd_result *res, int *broken_txn);
+/* The transaction guard. A handler that ends the transaction and opens a
+ * new one (COMMIT; BEGIN, or a statement that commits implicitly) leaves
+ * the in-transaction flag set, so dd_handler_handle() cannot see it. So
+ * every transaction that calls a handler opens with dedupd's own savepoint,
+ * DD_HANDLER_TXN_SAVEPOINT, and releases it as it ends: ending the
+ * transaction drops every savepoint, and the release then fails with
+ * ER_SP_DOES_NOT_EXIST. Both ride in the round trip of START TRANSACTION
+ * and of COMMIT or ROLLBACK (one multi-statement query each). */
+#define DD_HANDLER_TXN_SAVEPOINT "dedupd_txn"
+
+/* START TRANSACTION and the guard. Returns 0 or the dd_err_t class of the
+ * database error (written to errstr). */
+int dd_handler_txn_begin(MYSQL *db, char *errstr, size_t errstr_size);
+/* Releases the guard, then COMMITs (commit = 1) or ROLLs BACK. When the
+ * guard is gone, the transaction is rolled back and the result is
+ * DD_ERR_FATAL with a message naming the handler and saying what it did;
+ * where says which messages were in the transaction. Else 0 or the class of
+ * the database error (a failed release means nothing was committed). */
+int dd_handler_txn_end(const dd_handler_t *h, MYSQL *db, int commit, const char *where,
+                       char *errstr, size_t errstr_size);
+/* 1 when db's last error says that a savepoint dedupd set is gone: the
+ * handler ended the transaction. */
+int dd_handler_txn_lost(MYSQL *db);
+/* Writes the handler-bug message for a transaction the handler ended and
+ * returns DD_ERR_FATAL. */
+int dd_handler_txn_lost_error(const dd_handler_t *h, const char *where, char *errstr,
+                              size_t errstr_size);
+
 /* Calls fini and dlclose. Safe with NULL. */
 void dd_handler_destroy(dd_handler_t *h);
 

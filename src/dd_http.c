@@ -9,6 +9,25 @@
  * dedicated connection, pings at most once per second and caches the result.
  * A cached result older than DD_HTTP_PING_STALE_MS counts as "not answering":
  * a ping stuck on a dead server turns readiness off instead of freezing it.
+ *
+ * The endpoint must keep answering probes when some clients are slow or too
+ * many, so libmicrohttpd serves every connection from one polling thread
+ * (epoll), and dedupd keeps its own list of open connections to bound them:
+ *  - a deadline: each request must arrive whole within http.timeout of the
+ *    connection opening or of its previous answer, checked at each new
+ *    connection and by the prober every second (the limits below keep
+ *    probes answered even while a hung ping holds the prober up).
+ *    libmicrohttpd's own timeout only counts idleness, which a client
+ *    sending a header line every few seconds never reaches;
+ *  - limits, in total and per client address; a new connection beyond one
+ *    closes the connection that has waited longest for its request (one
+ *    being answered is left alone), so a probe always gets in and a flood of
+ *    slow clients only pushes out its own kind.
+ * A connection is closed with shutdown(): its descriptor stays valid, and
+ * libmicrohttpd notices the end and closes it on its thread, telling us
+ * first (dd_http_on_connection), so the list never holds a closed fd.
+ * Bad requests and closed connections are logged at debug level, with one
+ * warning a minute at most saying how many there were.
  */
 #include "dd_http.h"
 
@@ -18,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +59,22 @@
 #define DD_HTTP_PING_EVERY_MS 1000
 #define DD_HTTP_PING_STALE_MS 5000
 #define DD_HTTP_LAG_MAX 4096
+/* At most one warning about HTTP clients (bad requests, closed connections)
+ * per this long; the rest go to the debug level and are counted. */
+#define DD_HTTP_WARN_EVERY_MS 60000
+
+/* An open connection, from libmicrohttpd's start notification to its close
+ * notification; the connection's socket context points to it. */
+typedef struct dd_http_conn_s {
+    struct dd_http_conn_s *prev, *next;
+    int fd;
+    unsigned char addr[16]; /* client address (IPv4 or IPv6 bytes) */
+    size_t addr_len;
+    char name[64];    /* the address as text, for the log */
+    int64_t since_ms; /* opened, or its previous answer sent: the request is due by + timeout */
+    int busy;         /* a request is being answered */
+    int closing;      /* shut down by us; libmicrohttpd has yet to close it */
+} dd_http_conn_t;
 
 struct dd_http_s {
     const dd_conf_t *conf;
@@ -55,6 +92,12 @@ struct dd_http_s {
     int64_t db_check_ms; /* dd_now_ms() when the last ping completed, 0: never */
     char db_err[256];
     int64_t idle_seen_ms; /* dd_now_ms() when nothing was last seen in flight */
+    int64_t warned_ms;    /* the last rate-limited warning, under mu */
+    uint64_t unwarned;    /* messages since then logged at debug level only */
+
+    /* open connections, oldest first, under conn_mu */
+    pthread_mutex_t conn_mu;
+    dd_http_conn_t *conn_head, *conn_tail;
 };
 
 /* Remembers when the pipeline was last seen with nothing in flight. The
@@ -68,6 +111,184 @@ static void dd_http_observe(dd_http_t *http, const dd_stats_t *s)
     pthread_mutex_lock(&http->mu);
     http->idle_seen_ms = dd_now_ms();
     pthread_mutex_unlock(&http->mu);
+}
+
+/* ---- warnings about clients, rate-limited ---- */
+
+/* Logs text as a warning at most once per DD_HTTP_WARN_EVERY_MS and at the
+ * debug level otherwise: bad or slow clients must not be able to flood the
+ * log. The next warning says how many went to the debug level. */
+static void dd_http_warn(dd_http_t *http, const char *text)
+{
+    int64_t now = dd_now_ms();
+    uint64_t quiet = 0;
+    int warn = 0;
+
+    pthread_mutex_lock(&http->mu);
+    if (!http->warned_ms || now - http->warned_ms >= DD_HTTP_WARN_EVERY_MS) {
+        warn = 1;
+        quiet = http->unwarned;
+        http->unwarned = 0;
+        http->warned_ms = now;
+    } else {
+        http->unwarned++;
+    }
+    pthread_mutex_unlock(&http->mu);
+    if (!warn)
+        dd_log(DD_LOG_DEBUG, "HTTP server: %s", text);
+    else if (quiet)
+        dd_log(DD_LOG_WARN,
+               "HTTP server: %s (and %llu more since the last warning, logged at "
+               "debug level: at most one such warning a minute)",
+               text, (unsigned long long)quiet);
+    else
+        dd_log(DD_LOG_WARN, "HTTP server: %s (more within a minute are logged at debug level)",
+               text);
+}
+
+/* ---- connections: the deadline and the limits ---- */
+
+static void dd_http_conn_addr(dd_http_conn_t *c, const struct sockaddr *sa)
+{
+    const void *bytes = NULL;
+
+    snprintf(c->name, sizeof(c->name), "an unknown address");
+    if (sa && sa->sa_family == AF_INET) {
+        bytes = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        c->addr_len = 4;
+    } else if (sa && sa->sa_family == AF_INET6) {
+        bytes = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        c->addr_len = 16;
+    }
+    if (!bytes) return;
+    memcpy(c->addr, bytes, c->addr_len);
+    inet_ntop(sa->sa_family, bytes, c->name, sizeof(c->name));
+}
+
+static int dd_http_conn_same(const dd_http_conn_t *a, const dd_http_conn_t *b)
+{
+    return !b || (a->addr_len == b->addr_len && memcmp(a->addr, b->addr, a->addr_len) == 0);
+}
+
+/* Open connections not being closed: all, or those from like's address. */
+static int dd_http_conn_count(const dd_http_t *http, const dd_http_conn_t *like)
+{
+    int n = 0;
+
+    for (const dd_http_conn_t *c = http->conn_head; c; c = c->next)
+        n += !c->closing && dd_http_conn_same(c, like);
+    return n;
+}
+
+/* The connection that has waited longest for its request (all, or from
+ * like's address), or NULL when each one is being answered. */
+static dd_http_conn_t *dd_http_conn_oldest(dd_http_t *http, const dd_http_conn_t *like)
+{
+    dd_http_conn_t *old = NULL;
+
+    for (dd_http_conn_t *c = http->conn_head; c; c = c->next)
+        if (!c->closing && !c->busy && dd_http_conn_same(c, like) &&
+            (!old || c->since_ms < old->since_ms))
+            old = c;
+    return old;
+}
+
+/* Ends c: libmicrohttpd sees the end of the stream on its thread and closes
+ * the connection there (see the top of the file). */
+static void dd_http_conn_shut(dd_http_conn_t *c, char *why, size_t why_size, const char *reason)
+{
+    shutdown(c->fd, SHUT_RDWR);
+    c->closing = 1;
+    snprintf(why, why_size, "closed a connection from %s: %s", c->name, reason);
+}
+
+/* Closes the connections whose request is overdue. Under conn_mu. */
+static void dd_http_conn_sweep(dd_http_t *http, int64_t now, char *why, size_t why_size)
+{
+    char reason[96];
+
+    snprintf(reason, sizeof(reason), "no whole request within http.timeout (%d ms)",
+             http->conf->http.timeout_ms);
+    for (dd_http_conn_t *c = http->conn_head; c; c = c->next)
+        if (!c->closing && now - c->since_ms > http->conf->http.timeout_ms)
+            dd_http_conn_shut(c, why, why_size, reason);
+}
+
+/* A new connection c: the deadlines of the others, then the limits. */
+static void dd_http_conn_admit(dd_http_t *http, dd_http_conn_t *c, char *why, size_t why_size)
+{
+    const dd_conf_t *conf = http->conf;
+    dd_http_conn_t *old;
+
+    dd_http_conn_sweep(http, c->since_ms, why, why_size);
+    if (dd_http_conn_count(http, c) > conf->http.max_connections_per_ip) {
+        old = dd_http_conn_oldest(http, c);
+        dd_http_conn_shut(old ? old : c, why, why_size,
+                          "over http.max_connections_per_ip; it waited longest for its request");
+    }
+    if (dd_http_conn_count(http, NULL) > conf->http.max_connections) {
+        old = dd_http_conn_oldest(http, NULL);
+        dd_http_conn_shut(old ? old : c, why, why_size,
+                          "over http.max_connections; it waited longest for its request");
+    }
+}
+
+/* libmicrohttpd's connection notifications, on its thread. */
+static void dd_http_on_connection(void *cls, struct MHD_Connection *conn, void **ctx,
+                                  enum MHD_ConnectionNotificationCode toe)
+{
+    const union MHD_ConnectionInfo *fd, *addr;
+    dd_http_t *http = cls;
+    dd_http_conn_t *c = *ctx;
+    char why[200] = "";
+
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (!c) return;
+        pthread_mutex_lock(&http->conn_mu);
+        *(c->prev ? &c->prev->next : &http->conn_head) = c->next;
+        *(c->next ? &c->next->prev : &http->conn_tail) = c->prev;
+        pthread_mutex_unlock(&http->conn_mu);
+        free(c);
+        *ctx = NULL;
+        return;
+    }
+    fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    /* Without memory the connection goes untracked: libmicrohttpd's own
+     * limit and idle timeout still apply to it. */
+    if (!fd || !(c = calloc(1, sizeof(*c)))) return;
+    c->fd = fd->connect_fd;
+    dd_http_conn_addr(c, addr ? addr->client_addr : NULL);
+    c->since_ms = dd_now_ms();
+    *ctx = c;
+    pthread_mutex_lock(&http->conn_mu);
+    c->prev = http->conn_tail;
+    *(c->prev ? &c->prev->next : &http->conn_head) = c;
+    http->conn_tail = c;
+    dd_http_conn_admit(http, c, why, sizeof(why));
+    pthread_mutex_unlock(&http->conn_mu);
+    if (why[0]) dd_http_warn(http, why);
+}
+
+/* A request of conn is being answered (busy), or was (its connection now
+ * waits for the next one, due within http.timeout). */
+static void dd_http_conn_busy(dd_http_t *http, struct MHD_Connection *conn, int busy)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    dd_http_conn_t *c = info ? info->socket_context : NULL;
+
+    if (!c) return;
+    pthread_mutex_lock(&http->conn_mu);
+    c->busy = busy;
+    if (!busy) c->since_ms = dd_now_ms();
+    pthread_mutex_unlock(&http->conn_mu);
+}
+
+static void dd_http_on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                                 enum MHD_RequestTerminationCode toe)
+{
+    dd_http_conn_busy(cls, conn, 0);
 }
 
 /* ---- database prober ---- */
@@ -85,12 +306,17 @@ static int dd_http_ping(dd_http_t *http, char *errstr, size_t errstr_size)
 static void *dd_http_prober_main(void *arg)
 {
     dd_http_t *http = arg;
-    char err[256];
+    char err[256], why[200];
 
     while (!http->stop) {
         dd_stats_t s;
         int ok;
 
+        why[0] = '\0';
+        pthread_mutex_lock(&http->conn_mu);
+        dd_http_conn_sweep(http, dd_now_ms(), why, sizeof(why));
+        pthread_mutex_unlock(&http->conn_mu);
+        if (why[0]) dd_http_warn(http, why);
         dd_pipeline_stats(http->pl, &s);
         dd_http_observe(http, &s);
         err[0] = '\0';
@@ -218,6 +444,7 @@ static enum MHD_Result dd_http_on_request(void *cls, struct MHD_Connection *conn
     char *body;
     size_t len;
 
+    dd_http_conn_busy(http, conn, 1);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
         snprintf(text, sizeof(text), "method not allowed\n");
         return dd_http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, ctype_text, text, strlen(text),
@@ -248,7 +475,9 @@ static void dd_http_on_mhd_log(void *cls, const char *fmt, va_list ap)
     n = strlen(text);
     while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
         text[--n] = '\0';
-    dd_log(DD_LOG_WARN, "HTTP server: %s", text);
+    /* Mostly about clients (a malformed request, a connection reset): one
+     * a minute is enough to see that it happens. */
+    dd_http_warn(cls, text);
 }
 
 /* ---- listening socket ---- */
@@ -343,6 +572,7 @@ int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, c
     http->started_ms = dd_now_ms();
     http->idle_seen_ms = http->started_ms;
     pthread_mutex_init(&http->mu, NULL);
+    pthread_mutex_init(&http->conn_mu, NULL);
 
     fd = dd_http_listen(conf->http.listen, errstr, errstr_size);
     if (fd < 0) {
@@ -352,11 +582,17 @@ int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, c
     /* MHD owns fd from here on and closes it when it stops. Whether a failed
      * start closes it differs between versions: leaving it open on that path
      * (the process is about to exit) is safer than a double close. */
-    http->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG,
-                                 0, NULL, NULL, dd_http_on_request, http,
-                                 MHD_OPTION_EXTERNAL_LOGGER, dd_http_on_mhd_log, http,
-                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                 MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+    /* One polling thread (epoll where there is one) for every connection.
+     * Its idle timeout backs up the deadline; its connection limit leaves
+     * room for connections dedupd shut down that it has yet to close. */
+    http->mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        dd_http_on_request, http, MHD_OPTION_EXTERNAL_LOGGER, dd_http_on_mhd_log, http,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)((conf->http.timeout_ms + 999) / 1000), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)conf->http.max_connections * 2 + 16, MHD_OPTION_NOTIFY_CONNECTION,
+        dd_http_on_connection, http, MHD_OPTION_NOTIFY_COMPLETED, dd_http_on_completed, http,
+        MHD_OPTION_END);
     if (!http->mhd) {
         dd_errstr_set(errstr, errstr_size, "cannot start the HTTP server on %s", conf->http.listen);
         rc = DD_ERR_IO;
@@ -386,6 +622,8 @@ void dd_http_stop(dd_http_t *http)
     if (http->mhd) MHD_stop_daemon(http->mhd);
     if (http->prober_started) pthread_join(http->prober, NULL);
     dd_db_close(http->db);
+    /* Stopping libmicrohttpd closed every connection it told us of. */
+    pthread_mutex_destroy(&http->conn_mu);
     pthread_mutex_destroy(&http->mu);
     free(http);
 }

@@ -192,7 +192,7 @@ static void dd_lane_set_fatal(dd_lane_t *lane, const char *err)
 
     pthread_mutex_lock(&sh->mu);
     if (!sh->fatal) {
-        snprintf(sh->fatal_err, sizeof(sh->fatal_err), "lane %d: %.400s", lane->idx, err);
+        snprintf(sh->fatal_err, sizeof(sh->fatal_err), "lane %d: %.1000s", lane->idx, err);
         sh->fatal = 1;
         sh->stats.db_errors_fatal++;
     }
@@ -346,11 +346,36 @@ static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr,
     if (dd_lane_handler_db_error(lane, errstr, errstr_size))
         return DD_ERR_RETRIABLE;
     dd_errstr_set(errstr, errstr_size,
-                  "handler %s ended the transaction (COMMIT, ROLLBACK or autocommit) "
+                  "handler %s (%s) ended the transaction (COMMIT, ROLLBACK or autocommit) "
                   "at %s [%d] @%lld: this is a handler bug",
-                  dd_handler_name(lane->sh->h), item->claim->topic, (int)item->rkm->partition,
-                  (long long)item->rkm->offset);
+                  dd_handler_name(lane->sh->h), dd_handler_path(lane->sh->h), item->claim->topic,
+                  (int)item->rkm->partition, (long long)item->rkm->offset);
     return DD_ERR_FATAL;
+}
+
+/* The handler ended dedupd's transaction and began another while handling
+ * item: the savepoint of the message is gone (see dd_handler.h). */
+static int dd_lane_lost(dd_lane_t *lane, const dd_item_t *item, char *errstr, size_t errstr_size)
+{
+    char where[300];
+
+    snprintf(where, sizeof(where), "at %s [%d] @%lld", item->claim->topic,
+             (int)item->rkm->partition, (long long)item->rkm->offset);
+    return dd_handler_txn_lost_error(lane->sh->h, where, errstr, errstr_size);
+}
+
+/* Ends the transaction over items[0..n): COMMIT or ROLLBACK, after checking
+ * that the transaction is still the one dedupd began (dd_handler_txn_end). */
+static int dd_lane_end(dd_lane_t *lane, dd_item_t *const *items, size_t n, int commit, char *errstr,
+                       size_t errstr_size)
+{
+    const rd_kafka_message_t *rkm = items[0]->rkm;
+    char where[300];
+
+    snprintf(where, sizeof(where), "in a batch of %zu message(s) starting at %s [%d] @%lld", n,
+             rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset);
+    return dd_handler_txn_end(lane->sh->h, dd_db_mysql(lane->db), commit, where, errstr,
+                              errstr_size);
 }
 
 /* safe: take a savepoint first, so REJECT can roll back just this message.
@@ -385,6 +410,8 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     if (dd_lane_handler_db_error(lane, errstr, errstr_size))
         return DD_ERR_RETRIABLE;
     rc = safe ? dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
+    if (rc && dd_handler_txn_lost(mysql))
+        return dd_lane_lost(lane, item, errstr, errstr_size);
     if (rc)
         return rc;
     if (st == DEDUPD_RETRY) {
@@ -484,6 +511,33 @@ static void dd_lane_tune_precheck(dd_lane_t *lane, size_t u)
     lane->precheck = applied * 8 >= u && applied > 0;
 }
 
+/* Rolls back the transaction over items[0..n) that ended with rc. When
+ * dedupd rolls back on purpose after the handler ran (a RETRY, a REJECT
+ * without a savepoint, a declined batch, a claim race), the handler may
+ * still have committed part of it on its own, so the guard is checked as
+ * on COMMIT. After an error (a deadlock drops the savepoint, a lost
+ * connection everything) it is not. Returns rc, or DD_ERR_FATAL. */
+static int dd_lane_rollback(dd_lane_t *lane, dd_item_t *const *items, size_t n, int rc,
+                            char *errstr, size_t errstr_size)
+{
+    char err[1024];
+    int erc;
+
+    if (rc != DD_OK && rc != DD_LANE_TXN_REDO && rc != DD_LANE_TXN_UNBATCHED &&
+        rc != DD_CLAIM_RACED) {
+        dd_db_rollback_quiet(lane->db);
+        return rc;
+    }
+    erc = dd_lane_end(lane, items, n, 0, err, sizeof(err));
+    if (erc == DD_OK)
+        return rc;
+    dd_db_rollback_quiet(lane->db); /* the release failed: nothing ran after it */
+    if (erc != DD_ERR_FATAL)
+        return rc; /* a lost connection: the next attempt meets it */
+    dd_errstr_set(errstr, errstr_size, "%s", err);
+    return DD_ERR_FATAL;
+}
+
 /* One attempt at one transaction over items[0..n) (see dd_lane_txn).
  * locking: claim every key first, deferring none (replaying a race). */
 static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lane_mode_t mode,
@@ -510,7 +564,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         flags |= DD_CLAIM_DEFER;
     if (lane->fault_blind)
         flags |= DD_CLAIM_BLIND;
-    rc = dd_lane_sql(lane, "START TRANSACTION", errstr, errstr_size);
+    rc = dd_handler_txn_begin(dd_db_mysql(lane->db), errstr, errstr_size);
     if (!rc)
         rc = dd_claim_acquire(lane->db, &lane->sh->copts, lane->claimv, u, token, flags,
                               lane->claimw, &lane->sql, errstr, errstr_size);
@@ -544,7 +598,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         rc = dd_claim_finish(lane->db, &lane->sh->copts, lane->claimv, mine, &lane->sql,
                              lane->rows, errstr, errstr_size);
     if (!rc)
-        rc = dd_lane_sql(lane, "COMMIT", errstr, errstr_size);
+        rc = dd_lane_end(lane, items, n, 1, errstr, errstr_size);
     if (!rc && lane->fault_commit_lost && ++lane->commits % lane->fault_commit_lost == 0) {
         /* Test-only fault: the COMMIT went through but its reply is "lost",
          * exactly what a dropped connection during COMMIT looks like. */
@@ -558,7 +612,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         return DD_OK;
     }
 rollback:
-    dd_db_rollback_quiet(lane->db);
+    rc = dd_lane_rollback(lane, items, n, rc, errstr, errstr_size);
     dd_lane_free_responses(items, n);
     return rc;
 }
@@ -710,7 +764,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     dd_item_t *backoff_item = NULL;
     size_t start = 0;
     int db_attempt = 0;
-    char err[512];
+    char err[1024];
     dd_stats_t d;
 
     /* The main thread hashes as it parses; what it could not hash is tried

@@ -31,7 +31,7 @@ typedef struct {
     volatile int stop_soft; /* finish queued work, then exit */
     volatile int stop_hard; /* abandon work now (shutdown timeout) */
     volatile int fatal;
-    char fatal_err[512];
+    char fatal_err[1024];
 } dd_lane_shared_t;
 
 int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr,

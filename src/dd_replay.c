@@ -273,6 +273,56 @@ bad:
     return DD_ERR_ARG;
 }
 
+/* ms since the epoch as ISO-8601 UTC, for messages. */
+static void dd_replay_time_fmt(int64_t ms, char *out, size_t out_size)
+{
+    time_t secs = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+    struct tm tm;
+    char day[32];
+
+    if (!gmtime_r(&secs, &tm) || !strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm)) {
+        snprintf(out, out_size, "%lld ms", (long long)ms);
+        return;
+    }
+    snprintf(out, out_size, "%s.%03dZ", day, (int)(ms - (int64_t)secs * 1000));
+}
+
+int dd_replay_range_check(const dd_replay_pos_t *from, const dd_replay_pos_t *to, char *errstr,
+                          size_t errstr_size)
+{
+    char a[48], b[48];
+
+    if (from->kind == DD_REPLAY_POS_LATEST) {
+        dd_errstr_set(errstr, errstr_size,
+                      "--from latest selects nothing: the range [--from, --to) cannot go past "
+                      "the end offsets replay starts with");
+        return DD_ERR_ARG;
+    }
+    if (to->kind == DD_REPLAY_POS_EARLIEST) {
+        dd_errstr_set(errstr, errstr_size,
+                      "--to earliest selects nothing: the range [--from, --to) ends before the "
+                      "first message (--to is exclusive)");
+        return DD_ERR_ARG;
+    }
+    if (from->kind != to->kind || to->value > from->value) return DD_OK;
+    if (from->kind == DD_REPLAY_POS_OFFSET) {
+        snprintf(a, sizeof(a), "%lld", (long long)from->value);
+        snprintf(b, sizeof(b), "%lld", (long long)to->value);
+    } else {
+        dd_replay_time_fmt(from->value, a, sizeof(a));
+        dd_replay_time_fmt(to->value, b, sizeof(b));
+    }
+    if (to->value == from->value)
+        dd_errstr_set(errstr, errstr_size,
+                      "--to %s is the same as --from: the range [--from, --to) is empty (--to is "
+                      "exclusive)",
+                      b);
+    else
+        dd_errstr_set(errstr, errstr_size,
+                      "--to %s is before --from %s: the range [--from, --to) is inverted", b, a);
+    return DD_ERR_ARG;
+}
+
 static int dd_replay_i32cmp(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -429,6 +479,7 @@ static int dd_replay_args(dd_replay_args_t *args, int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     struct timespec ts;
     int c, rc, have_from = 0;
+    char err[512];
     int64_t now;
 
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -449,6 +500,10 @@ static int dd_replay_args(dd_replay_args_t *args, int argc, char **argv)
     if (!args->config || !have_from) {
         fprintf(stderr, "dedupd replay: %s is required (see dedupd replay --help)\n",
                 !args->config ? "-c FILE" : "--from");
+        return 2;
+    }
+    if (dd_replay_range_check(&args->from, &args->to, err, sizeof(err)) != DD_OK) {
+        fprintf(stderr, "dedupd replay: %s\n", err);
         return 2;
     }
     return 0;
@@ -685,6 +740,12 @@ static int dd_replay_ranges(dd_replay_t *rp, char *errstr, size_t errstr_size)
                pt->topic, (int)pt->partition, (long long)pt->start, (long long)pt->end,
                (long long)pt->low, (long long)pt->high);
     }
+    /* Legitimate (a time window nothing was produced in), but often a typo. */
+    if (!rc && rp->total == 0)
+        dd_log(DD_LOG_WARN,
+               "Nothing to replay: [--from, --to) holds no message in any of the "
+               "%d partition(s); the report will be empty.",
+               rp->part_cnt);
     return rc;
 }
 

@@ -34,6 +34,13 @@ typedef struct {
 int dd_replay_pos_parse(const char *s, int64_t now_ms, dd_replay_pos_t *pos, char *errstr,
                         size_t errstr_size);
 
+/* Refuses a range [from, to) that is empty or inverted whatever the topic
+ * holds: two offsets or two times with to <= from, --from latest, --to
+ * earliest. Ranges mixing kinds are resolved per partition later. Returns
+ * 0 or DD_ERR_ARG with errstr. */
+int dd_replay_range_check(const dd_replay_pos_t *from, const dd_replay_pos_t *to, char *errstr,
+                          size_t errstr_size);
+
 /* "0,2,5-7" -> sorted distinct partitions (malloc'd *partsp, *cntp). */
 int dd_replay_partitions_parse(const char *s, int32_t **partsp, int *cntp, char *errstr,
                                size_t errstr_size);

@@ -16,14 +16,15 @@
 #include "dd_conf.h"
 #include "dd_db.h"
 #include "dd_handler.h"
-#include "dd_key.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
 #include "dd_mock.h"
 #include "dd_http.h"
+#include "dd_key.h"
 #include "dd_pipeline.h"
 #include "dd_purge.h"
 #include "dd_replay.h"
+#include "dd_validate.h"
 
 #ifndef DEDUPD_VERSION
 #define DEDUPD_VERSION "0.1.0"
@@ -149,6 +150,15 @@ static int dd_main_check_table(const dd_conf_t *conf, char *errstr, size_t errst
     return rc;
 }
 
+/* run: what the start-up validation found goes to the log. */
+static void dd_main_run_report(void *opaque, dd_validate_level_t level, const char *what,
+                               const char *text)
+{
+    static const dd_log_level_t levels[] = {DD_LOG_DEBUG, DD_LOG_WARN, DD_LOG_ERROR};
+
+    dd_log(levels[level], "%s: %s", what, text);
+}
+
 static int dd_main_run(int argc, char **argv)
 {
     const char *path = NULL;
@@ -165,7 +175,7 @@ static int dd_main_run(int argc, char **argv)
     if (dd_main_load(path, &conf))
         return 1;
     dd_signals_install();
-    rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
+    rc = dd_validate_conf(conf, &h, dd_main_run_report, NULL, err, sizeof(err));
     if (!rc)
         rc = dd_main_check_table(conf, err, sizeof(err));
     if (!rc)
@@ -266,39 +276,34 @@ static int dd_main_check_kafka(const dd_conf_t *conf)
     return bad;
 }
 
+/* check: every finding of the start-up validation is printed. */
+static void dd_main_check_report(void *opaque, dd_validate_level_t level, const char *what,
+                                 const char *text)
+{
+    static const char *const tags[] = {"ok  ", "WARN", "FAIL"};
+    int *warnings = opaque;
+
+    printf("%s %s: %s\n", tags[level], what, text);
+    *warnings += level == DD_VALIDATE_WARN;
+}
+
 static int dd_main_check(int argc, char **argv)
 {
     const char *path = NULL;
     dd_conf_t *conf = NULL;
     dd_handler_t *h = NULL;
-    dd_key_tmpl_t *tmpl = NULL;
     dd_db_t *db = NULL;
     char err[1024];
-    int rc, bad = 0, version = 0;
+    int rc, bad = 0, version = 0, warnings = 0;
 
     if ((rc = dd_main_args(argc, argv, &path, NULL)) != 0)
         return rc;
     if (dd_main_load(path, &conf))
         return 1;
     printf("ok   config: %s\n", conf->path);
-    if (dd_key_tmpl_new(&tmpl, conf->dedup.key, err, sizeof(err)) == DD_OK)
-        printf("ok   key template: %s\n", conf->dedup.key);
-    else
-        printf("FAIL key template: %s\n", err), bad = 1;
-    dd_key_tmpl_destroy(tmpl);
-    if (conf->dedup.ttl_s >= 2 * dd_purge_window_s(conf))
-        printf("ok   ttl: %llds covers twice the idempotency window (%llds)\n",
-               (long long)conf->dedup.ttl_s, (long long)dd_purge_window_s(conf));
-    else
-        printf("FAIL ttl: dedup.ttl is %llds, shorter than twice the idempotency window "
-               "(%llds) implied by the timeouts and retries\n",
-               (long long)conf->dedup.ttl_s, (long long)dd_purge_window_s(conf)),
-            bad = 1;
-    if (dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err)) == DD_OK)
-        printf("ok   handler: %s (%s), ABI version %d\n", dd_handler_name(h),
-               conf->handler.path, DEDUPD_HANDLER_ABI_VERSION);
-    else
-        printf("FAIL handler: %s\n", err), bad = 1;
+    /* What `dedupd run` checks before it starts, in the same words. */
+    if (dd_validate_conf(conf, &h, dd_main_check_report, &warnings, err, sizeof(err)) != DD_OK)
+        bad = 1;
     if (dd_db_open(&db, conf, err, sizeof(err)) == DD_OK) {
         printf("ok   database: connected to %s as %s\n", conf->mysql.database,
                conf->mysql.user);
@@ -323,7 +328,12 @@ static int dd_main_check(int argc, char **argv)
     dd_db_close(db);
     dd_handler_destroy(h);
     dd_conf_destroy(conf);
-    printf("%s\n", bad ? "check failed" : "check passed");
+    if (bad)
+        printf("check failed\n");
+    else if (warnings)
+        printf("check passed, with %d warning(s)\n", warnings);
+    else
+        printf("check passed\n");
     return bad ? 1 : 0;
 }
 

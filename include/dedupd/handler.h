@@ -8,9 +8,13 @@
  * handlers built outside this repository compile against it alone.
  *
  * Rules for handle():
- *  - never COMMIT, ROLLBACK or change autocommit on `db`; dedupd checks the
- *    server's in-transaction flag after each call and treats a broken
- *    transaction as a handler bug (the worker stops);
+ *  - never COMMIT, ROLLBACK, change autocommit or run a statement that
+ *    commits implicitly (DDL) on `db`, not even followed by a new BEGIN;
+ *    dedupd checks the server's in-transaction flag after each call, and
+ *    before it commits that its own savepoint `dedupd_txn` (set when it
+ *    opened the transaction; the name is reserved) still exists, which
+ *    ending the transaction drops. Either is a handler bug: dedupd rolls
+ *    the transaction back and stops, naming the handler;
  *  - it may be called from several threads at once, each with its own `db`;
  *  - RETRY rolls back this message's work and tries it again later with
  *    backoff; REJECT rolls it back, records the key as failed and sends the

@@ -17,8 +17,15 @@
  *   "abort_once"  first time (marker file absent in $TH_MARKER_DIR): create
  *                 the marker, apply the effect, then abort() the process
  *   "commit"      apply the effect and COMMIT (a handler bug dedupd must catch)
+ *   "commit_begin"   apply the effect, then COMMIT and BEGIN: the transaction
+ *                    looks open afterwards, but it is not dedupd's (a bug too)
+ *   "rollback_begin" ROLLBACK and START TRANSACTION, then apply the effect
  *   "sleep:MS"    sleep MS milliseconds, then "ok"
  *   "dberror"     run invalid SQL and RETRY with the server's error
+ *
+ * Built a second time as th_scripted_batch (TH_SCRIPTED_BATCH defined),
+ * with a handle_batch() that runs the same actions for each message of the
+ * batch and declines the batch when one of them does not return OK.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "dedupd/handler.h"
@@ -198,6 +205,24 @@ static dedupd_status th_sleep_then_effect(MYSQL *db, const dedupd_msg *msg, dedu
     return th_effect(db, msg, res);
 }
 
+/* Ends the transaction dedupd opened and begins another, writing the
+ * effect before a COMMIT or after a ROLLBACK: either way the effect and
+ * the in-transaction flag look as if nothing had happened. */
+static dedupd_status th_end_and_begin(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
+                                      int commit)
+{
+    dedupd_status st = commit ? th_effect(db, msg, res) : DEDUPD_OK;
+
+    if (st != DEDUPD_OK) return st;
+    if (mysql_query(db, commit ? "COMMIT" : "ROLLBACK") != 0 ||
+        mysql_query(db, commit ? "BEGIN" : "START TRANSACTION") != 0) {
+        free(res->response);
+        res->response = NULL;
+        return th_db_fail(db, res, commit ? "scripted commit_begin" : "scripted rollback_begin");
+    }
+    return commit ? DEDUPD_OK : th_effect(db, msg, res);
+}
+
 /* Parses the number after "prefix:" in action; -1 when malformed. */
 static long th_arg(const char *action, size_t prefix_len)
 {
@@ -239,6 +264,8 @@ static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, de
         }
         return st;
     }
+    if (strcmp(action, "commit_begin") == 0 || strcmp(action, "rollback_begin") == 0)
+        return th_end_and_begin(db, msg, res, action[0] == 'c');
     if (strncmp(action, "sleep:", 6) == 0 && (arg = th_arg(action, 6)) >= 0)
         return th_sleep_then_effect(db, msg, res, arg);
     if (strcmp(action, "dberror") == 0) {
@@ -251,9 +278,29 @@ static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, de
     return DEDUPD_REJECT;
 }
 
+#ifdef TH_SCRIPTED_BATCH
+/* Every message's action in turn; the batch is declined (dedupd rolls it
+ * back and goes message by message) at the first one that is not OK. */
+static dedupd_status th_handle_batch(void *state, MYSQL *db, const dedupd_msg *const *msgs,
+                                     size_t n, dedupd_result *res)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (th_handle(state, db, msgs[i], &res[i]) == DEDUPD_OK) continue;
+        snprintf(res[0].error, sizeof(res[0].error), "message %zu: %.200s", i, res[i].error);
+        return DEDUPD_REJECT;
+    }
+    return DEDUPD_OK;
+}
+#endif
+
 static const dedupd_handler th_scripted = {
     .abi_version = DEDUPD_HANDLER_ABI_VERSION,
+#ifdef TH_SCRIPTED_BATCH
+    .name = "th_scripted_batch",
+    .handle_batch = th_handle_batch,
+#else
     .name = "th_scripted",
+#endif
     .init = th_init,
     .migrate = th_migrate,
     .handle = th_handle,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 55: --partitions, --from and --to restrict the range: offsets per
 # partition (--to exclusive), ISO-8601 times and durations back from now
-# (resolved with offsets_for_times), and the counts follow.
+# (resolved with offsets_for_times), and the counts follow. Ranges empty or
+# inverted whatever the topic holds are refused (exit 2).
 source "$(dirname "$0")/lib.sh"
 tb_init replay_range
 tb_mock payments:4
@@ -50,6 +51,23 @@ replay recent --from -1h --to latest
 tb_eq "--from -1h" "60 60 60" "$(counts recent)"
 replay tail --from 12 --partitions 2
 tb_eq "--from 12 --partitions 2" "3 3 3" "$(counts tail)"
-replay none --from latest
-tb_eq "--from latest: nothing to read" "0 0 0" "$(counts none)"
+replay past --from 1000
+tb_eq "--from past the end: nothing to read" "0 0 0" "$(counts past)"
+tb_check "... and a warning says so" grep -q "Nothing to replay" "$TB_DIR/replay.log"
+
+# refused NAME PATTERN ARGS...: replay exits 2 with PATTERN on stderr and
+# writes no report.
+refused() {
+  local name="$1" pattern="$2" rc=0
+  shift 2
+  "$DEDUPD" replay -c "$TB_CONF" "$@" --report "$TB_DIR/$name.json" 2>"$TB_DIR/$name.err" || rc=$?
+  tb_eq "replay $*: exit 2" 2 "$rc"
+  tb_check "... says why: $(head -n 1 "$TB_DIR/$name.err")" grep -qE -e "$pattern" "$TB_DIR/$name.err"
+  tb_check "... and writes no report" test ! -e "$TB_DIR/$name.json"
+}
+refused inverted '--to 5 is before --from 10: .* inverted' --from 10 --to 5
+refused same '--to 5 is the same as --from: .* empty' --from 5 --to 5
+refused tbefore "--to .* is before --from .*: .* inverted" --from "$split" --to 2020-01-01T00:00:00Z
+refused dbefore "--to .* is before --from .*: .* inverted" --from -1h --to -2h
+refused latest '--from latest selects nothing' --from latest
 tb_done

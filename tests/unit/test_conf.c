@@ -457,6 +457,41 @@ START_TEST(test_env_password_not_an_override)
 }
 END_TEST
 
+/* A password file its group or others can open is allowed, with a warning
+ * naming the file and its mode, kept for dd_validate_conf() to report. */
+START_TEST(test_password_file_mode)
+{
+    static const struct {
+        mode_t mode;
+        const char *verb; /* NULL: no warning */
+    } cases[] = {{0600, NULL}, {0400, NULL}, {0644, "read"}, {0640, "read"}, {0620, "change"}};
+    char pwpath[PATH_MAX + 32], want[3 * PATH_MAX];
+    dd_conf_t *conf;
+
+    snprintf(pwpath, sizeof(pwpath), "%s/pw", tmpdir);
+    write_file(pwpath, "s3cret\n");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ck_assert_int_eq(chmod(pwpath, cases[i].mode), 0);
+        conf = load_ok(K_LINE
+                       "mysql = { database = \"db\";\n password_file = \"pw\"; };\n" D_LINE H_LINE);
+        ck_assert_str_eq(conf->mysql.password, "s3cret");
+        if (!cases[i].verb) {
+            ck_assert_int_eq(conf->warning_cnt, 0);
+        } else {
+            snprintf(want, sizeof(want),
+                     "%s:3: setting mysql.password_file: %s has mode %04o: users other than its "
+                     "owner can %s it, and it holds the database password; make it readable by "
+                     "its owner only (chmod 600)",
+                     confpath, pwpath, (unsigned)cases[i].mode, cases[i].verb);
+            ck_assert_int_eq(conf->warning_cnt, 1);
+            ck_assert_str_eq(conf->warnings[0], want);
+            ck_assert_ptr_null(strstr(conf->warnings[0], "s3cret"));
+        }
+        dd_conf_destroy(conf);
+    }
+}
+END_TEST
+
 START_TEST(test_password_env)
 {
     dd_conf_t *conf;
@@ -789,6 +824,7 @@ static Suite *conf_suite(void)
     tcase_add_test(load_tc, test_include_names_file);
     tcase_add_test(load_tc, test_password_env);
     tcase_add_test(load_tc, test_password_file);
+    tcase_add_test(load_tc, test_password_file_mode);
     tcase_add_test(load_tc, test_password_never_printed);
     tcase_add_test(load_tc, test_handler_path);
     tcase_add_test(load_tc, test_handler_config_unchecked);

@@ -4,6 +4,7 @@
  */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dd_common.h"
 #include "dd_replay.h"
@@ -110,6 +111,53 @@ START_TEST(test_partitions)
 }
 END_TEST
 
+/* dd_replay_range_check on two parsed positions. */
+static int range(const char *from, const char *to, char *err, size_t err_size)
+{
+    dd_replay_pos_t f, t;
+
+    ck_assert_int_eq(dd_replay_pos_parse(from, NOW, &f, err, err_size), DD_OK);
+    ck_assert_int_eq(dd_replay_pos_parse(to, NOW, &t, err, err_size), DD_OK);
+    err[0] = '\0';
+    return dd_replay_range_check(&f, &t, err, err_size);
+}
+
+/* Empty and inverted ranges are refused before anything is read; ranges
+ * that mix kinds are left to the per-partition resolution. */
+START_TEST(test_range_check)
+{
+    char err[256];
+
+    ck_assert_int_eq(range("earliest", "latest", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(range("5", "8", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(range("-2h", "-1h", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(
+        range("2026-11-29T09:00:00Z", "2026-11-29T10:00:00.001+00:00", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(range("10", "-1h", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(range("-1h", "5", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(range("earliest", "0", err, sizeof(err)), DD_OK);
+
+    ck_assert_int_eq(range("10", "5", err, sizeof(err)), DD_ERR_ARG);
+    ck_assert_str_eq(err, "--to 5 is before --from 10: the range [--from, --to) is inverted");
+    ck_assert_int_eq(range("5", "5", err, sizeof(err)), DD_ERR_ARG);
+    ck_assert_str_eq(err, "--to 5 is the same as --from: the range [--from, --to) is empty "
+                          "(--to is exclusive)");
+    ck_assert_int_eq(
+        range("2026-11-29T10:00:00Z", "2026-11-29T17:59:59.500+08:00", err, sizeof(err)),
+        DD_ERR_ARG);
+    ck_assert_str_eq(err, "--to 2026-11-29T09:59:59.500Z is before --from "
+                          "2026-11-29T10:00:00.000Z: the range [--from, --to) is inverted");
+    ck_assert_int_eq(range("-1h", "-2h", err, sizeof(err)), DD_ERR_ARG);
+    ck_assert_str_eq(err, "--to 2026-11-29T08:00:00.000Z is before --from "
+                          "2026-11-29T09:00:00.000Z: the range [--from, --to) is inverted");
+    ck_assert_int_eq(range("-30m", "-30m", err, sizeof(err)), DD_ERR_ARG);
+    ck_assert_int_eq(range("latest", "latest", err, sizeof(err)), DD_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err, "--from latest selects nothing"));
+    ck_assert_int_eq(range("earliest", "earliest", err, sizeof(err)), DD_ERR_ARG);
+    ck_assert_ptr_nonnull(strstr(err, "--to earliest selects nothing"));
+}
+END_TEST
+
 static Suite *dd_replay_suite(void)
 {
     Suite *s = suite_create("replay");
@@ -119,6 +167,7 @@ static Suite *dd_replay_suite(void)
     tcase_add_test(tc, test_pos_times);
     tcase_add_test(tc, test_pos_durations);
     tcase_add_test(tc, test_partitions);
+    tcase_add_test(tc, test_range_check);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,121 @@
+/*
+ * Start-up validation shared by `dedupd run` and `dedupd check` (see
+ * dd_validate.h). Each check reports what it found through the caller's
+ * function: run logs the warnings and stops on the first failure, check
+ * prints every finding. The texts are the same for both.
+ */
+#include "dd_validate.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "dd_common.h"
+#include "dd_hash.h"
+#include "dd_key.h"
+#include "dd_purge.h"
+
+typedef struct {
+    dd_validate_report_fn *report;
+    void *opaque;
+    int rc; /* the first failure's class, or 0 */
+    char *errstr;
+    size_t errstr_size;
+} dd_validate_ctx_t;
+
+/* Reports one finding; the first failure is also the result. */
+static void dd_validate_note(dd_validate_ctx_t *v, dd_validate_level_t level, const char *what,
+                             int rc, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void dd_validate_note(dd_validate_ctx_t *v, dd_validate_level_t level, const char *what,
+                             int rc, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (level == DD_VALIDATE_FAIL && !v->rc) {
+        v->rc = rc ? rc : DD_ERR_CONFIG;
+        dd_errstr_set(v->errstr, v->errstr_size, "%s", text);
+    }
+    v->report(v->opaque, level, what, text);
+}
+
+/* dedup.key, dedup.lane_key and dedup.hash compile as the pipeline
+ * compiles them. */
+static void dd_validate_keys(dd_validate_ctx_t *v, const dd_conf_t *conf)
+{
+    dd_key_tmpl_t *tmpl = NULL;
+    dd_hash_spec_t *spec = NULL;
+    char err[512];
+    int rc;
+
+    if ((rc = dd_key_tmpl_new(&tmpl, conf->dedup.key, err, sizeof(err))) == DD_OK)
+        dd_validate_note(v, DD_VALIDATE_OK, "key template", 0, "%s", conf->dedup.key);
+    else
+        dd_validate_note(v, DD_VALIDATE_FAIL, "key template", rc, "dedup.key: %s", err);
+    dd_key_tmpl_destroy(tmpl);
+    tmpl = NULL;
+    if (conf->dedup.lane_key) {
+        if ((rc = dd_key_tmpl_new(&tmpl, conf->dedup.lane_key, err, sizeof(err))) == DD_OK)
+            dd_validate_note(v, DD_VALIDATE_OK, "lane key", 0, "%s", conf->dedup.lane_key);
+        else
+            dd_validate_note(v, DD_VALIDATE_FAIL, "lane key", rc, "dedup.lane_key: %s", err);
+        dd_key_tmpl_destroy(tmpl);
+    }
+    rc = dd_hash_spec_new(&spec, conf->dedup.hash, conf->dedup.hash_cnt, err, sizeof(err));
+    if (rc != DD_OK)
+        dd_validate_note(v, DD_VALIDATE_FAIL, "request hash", rc, "dedup.hash: %s", err);
+    else if (conf->dedup.hash_cnt == 0)
+        dd_validate_note(v, DD_VALIDATE_OK, "request hash", 0, "the whole payload");
+    else
+        dd_validate_note(v, DD_VALIDATE_OK, "request hash", 0, "%d path(s)", conf->dedup.hash_cnt);
+    dd_hash_spec_destroy(spec);
+}
+
+/* A ttl shorter than the redelivery window lets a late copy apply again.
+ * The schema allows it (tests and short-lived topics use short ttls), so it
+ * is a warning. */
+static void dd_validate_ttl(dd_validate_ctx_t *v, const dd_conf_t *conf)
+{
+    long long ttl = (long long)conf->dedup.ttl_s, window = (long long)dd_purge_window_s(conf);
+
+    if (ttl >= 2 * window)
+        dd_validate_note(v, DD_VALIDATE_OK, "ttl", 0,
+                         "%llds covers twice the idempotency window (%llds)", ttl, window);
+    else
+        dd_validate_note(v, DD_VALIDATE_WARN, "ttl", 0,
+                         "dedup.ttl is %llds, shorter than twice the idempotency window (%llds) "
+                         "implied by the timeouts and retries: a copy redelivered after its "
+                         "key was purged is applied again",
+                         ttl, window);
+}
+
+int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hp, dd_validate_report_fn *report,
+                     void *opaque, char *errstr, size_t errstr_size)
+{
+    dd_validate_ctx_t v = {
+        .report = report, .opaque = opaque, .errstr = errstr, .errstr_size = errstr_size};
+    dd_handler_t *h = NULL;
+    char err[1024];
+    int rc;
+
+    *hp = NULL;
+    for (int i = 0; i < conf->warning_cnt; i++)
+        dd_validate_note(&v, DD_VALIDATE_WARN, "config", 0, "%s", conf->warnings[i]);
+    dd_validate_keys(&v, conf);
+    dd_validate_ttl(&v, conf);
+    rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
+    if (rc == DD_OK)
+        dd_validate_note(&v, DD_VALIDATE_OK, "handler", 0, "%s (%s), ABI version %d",
+                         dd_handler_name(h), conf->handler.path, DEDUPD_HANDLER_ABI_VERSION);
+    else
+        dd_validate_note(&v, DD_VALIDATE_FAIL, "handler", rc, "%s", err);
+    if (v.rc) {
+        dd_handler_destroy(h);
+        return v.rc;
+    }
+    *hp = h;
+    return DD_OK;
+}
