@@ -204,6 +204,13 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "handler.batch", .type = DD_CT_BOOL, .def = "true", DD_AT(handler.batch),
      .desc = "Give a handler that has handle_batch() (ABI 2) all of a transaction's messages "
              "in one call; false: always handle() one message at a time."},
+    {.path = "handler.max_response_bytes", .type = DD_CT_INT, .def = "65536", .min = 64,
+     .max = 16777215, DD_AT(handler.max_response_bytes),
+     .desc = "Longest response snapshot a handler may return, in bytes. A longer one is a "
+             "handler error: the message is rejected (its writes rolled back, the key "
+             "recorded failed, dead letter rejected). The database's max_allowed_packet "
+             "must hold a finished row with twice this much (escaped text); dedupd refuses "
+             "to start when it does not. At most 16777215, the response column's capacity."},
 
     DD_GROUP("dlq", "Dead-letter topic."),
     {.path = "dlq.topic", .type = DD_CT_STRING, DD_AT(dlq.topic),

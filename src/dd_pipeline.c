@@ -750,6 +750,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     pthread_cond_init(&pl->sh.cv, NULL);
     pl->sh.conf = conf;
     pl->sh.h = h;
+    dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
     gethostname(host, sizeof(host) - 1);
     snprintf(pl->owner, sizeof(pl->owner), "%s:%d", host, (int)getpid());
     dd_claim_opts_init(&pl->sh.copts, conf, pl->owner);

@@ -19,6 +19,7 @@
  *   "commit"      apply the effect and COMMIT (a handler bug dedupd must catch)
  *   "sleep:MS"    sleep MS milliseconds, then "ok"
  *   "dberror"     run invalid SQL and RETRY with the server's error
+ *   "big:N"       apply the effect and return a response of N bytes (JSON)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "dedupd/handler.h"
@@ -188,6 +189,30 @@ static dedupd_status th_abort_once(MYSQL *db, const dedupd_msg *msg, dedupd_resu
     abort();
 }
 
+/* The effect, with a response of exactly n bytes: {"pad":"xx...x"}. */
+static dedupd_status th_big_response(MYSQL *db, const dedupd_msg *msg, dedupd_result *res, long n)
+{
+    static const char head[] = "{\"pad\":\"", tail[] = "\"}";
+    size_t fixed = sizeof(head) - 1 + sizeof(tail) - 1, len = (size_t)n;
+    dedupd_status st = th_effect(db, msg, res);
+    char *big;
+
+    if (st != DEDUPD_OK) return st;
+    if (len < fixed) len = fixed;
+    if (!(big = malloc(len + 1))) {
+        snprintf(res->error, sizeof(res->error), "big: out of memory");
+        free(res->response);
+        res->response = NULL;
+        return DEDUPD_RETRY;
+    }
+    memcpy(big, head, sizeof(head) - 1);
+    memset(big + sizeof(head) - 1, 'x', len - fixed);
+    memcpy(big + len - (sizeof(tail) - 1), tail, sizeof(tail));
+    free(res->response);
+    res->response = big;
+    return DEDUPD_OK;
+}
+
 static dedupd_status th_sleep_then_effect(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
                                           long ms)
 {
@@ -241,6 +266,8 @@ static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, de
     }
     if (strncmp(action, "sleep:", 6) == 0 && (arg = th_arg(action, 6)) >= 0)
         return th_sleep_then_effect(db, msg, res, arg);
+    if (strncmp(action, "big:", 4) == 0 && (arg = th_arg(action, 4)) >= 0)
+        return th_big_response(db, msg, res, arg);
     if (strcmp(action, "dberror") == 0) {
         if (mysql_query(db, "SELEC this is not sql") != 0)
             return th_db_fail(db, res, "scripted dberror");
