@@ -164,6 +164,7 @@ static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_u
 static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
 {
     rd_kafka_message_t *rkm = item->rkm;
+    rd_kafka_headers_t *hdrs = NULL;
     dd_dlq_letter_t letter = {
         .topic = rd_kafka_topic_name(rkm->rkt),
         .partition = rkm->partition,
@@ -175,13 +176,14 @@ static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
         .reason = dd_reason2str(item->reason),
         .error = item->error,
         .biz_key = item->key_len ? item->key : NULL,
+        .bare = item->dlq_bare,
     };
 
-    if (dd_dlq_send(pl->dlq, &letter, item) != DD_OK) {
-        item->dlq_due_ms = dd_now_ms() + 1000;
-        item->next = pl->dlq_retry;
-        pl->dlq_retry = item;
-    }
+    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) letter.headers = hdrs;
+    if (dd_dlq_send(pl->dlq, &letter, item) == DD_OK) return;
+    item->dlq_due_ms = dd_now_ms() + 1000;
+    item->next = pl->dlq_retry;
+    pl->dlq_retry = item;
 }
 
 static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_arg)
@@ -196,8 +198,19 @@ static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_a
         dd_pipeline_finish(pl, item, dd_now_us());
         return;
     }
-    /* Not acknowledged: the offset must not move. Send it again later. */
+    /* Not acknowledged: the offset must not move. Send it again later;
+     * at once and bare when it was refused as too large, for unchanged it
+     * would be refused forever. */
     item->dlq_due_ms = dd_now_ms() + 1000;
+    if (dd_dlq_err_too_large(err) && !item->dlq_bare) {
+        rd_kafka_message_t *rkm = item->rkm;
+        dd_log_msg(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
+                   item->key_len ? item->key : NULL,
+                   "The broker refused the dead letter as too large; sending it again "
+                   "without key, payload or original headers.");
+        item->dlq_bare = 1;
+        item->dlq_due_ms = 0;
+    }
     item->next = pl->dlq_retry;
     pl->dlq_retry = item;
 }
