@@ -258,13 +258,29 @@ int dd_dlq_flush(dd_dlq_t *dlq, int timeout_ms)
     return rd_kafka_outq_len(dlq->rk);
 }
 
+/* rd_kafka_purge() waits for the broker threads to drop their queues and
+ * in-flight requests; the delivery reports (ERR__PURGE_QUEUE, ..INFLIGHT)
+ * are then served by the flush. A purged in-flight letter may still have
+ * reached the topic: dead letters are at least once. */
+int dd_dlq_purge(dd_dlq_t *dlq, int timeout_ms)
+{
+    rd_kafka_resp_err_t err =
+        rd_kafka_purge(dlq->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+
+    if (err) dd_log(DD_LOG_WARN, "Purging the dead-letter queue: %s", rd_kafka_err2str(err));
+    return dd_dlq_flush(dlq, timeout_ms);
+}
+
 void dd_dlq_destroy(dd_dlq_t *dlq)
 {
     if (!dlq)
         return;
     dlq->cb = NULL; /* the owners of pending opaques are gone */
     if (dlq->rk) {
-        rd_kafka_flush(dlq->rk, 5000);
+        /* Nothing is waited for: every letter's owner was released (see
+         * dd_dlq_purge). */
+        rd_kafka_purge(dlq->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(dlq->rk, 1000);
         rd_kafka_destroy(dlq->rk);
     }
     free(dlq);

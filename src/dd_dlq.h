@@ -56,6 +56,11 @@ int dd_dlq_err_too_large(rd_kafka_resp_err_t err);
 void dd_dlq_poll(dd_dlq_t *dlq, int timeout_ms);
 /* Waits up to timeout_ms for every queued letter; returns the number left. */
 int dd_dlq_flush(dd_dlq_t *dlq, int timeout_ms);
+/* Gives up on every dead letter not acknowledged yet (shutdown): their
+ * delivery reports, with an error, are served within timeout_ms. Returns the
+ * number of letters whose report did not come. */
+int dd_dlq_purge(dd_dlq_t *dlq, int timeout_ms);
+/* Purges what is left (no callbacks any more) and destroys the producer. */
 void dd_dlq_destroy(dd_dlq_t *dlq);
 
 #endif /* DD_DLQ_H */
