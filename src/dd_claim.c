@@ -12,8 +12,18 @@
 #include "dd_common.h"
 #include "dd_log.h"
 
-/* Keys per statement: keeps statements well under max_allowed_packet. */
+/* Most rows per statement (the finish's bulk arrays hold this many).
+ * Statements are also split by size, see dd_claim_chunk(). */
 #define DD_CLAIM_CHUNK 1000
+
+/* Size bounds for splitting statements: the text of a statement around
+ * its rows (column lists, ON DUPLICATE KEY UPDATE, RETURNING), and what a
+ * row holds besides its variable-length values (hash and token in hex,
+ * numbers, quotes, NOW(6) + INTERVAL ...). Text values count twice their
+ * length (escaping), binary ones twice (hex). */
+#define DD_CLAIM_STMT_FIXED 2048
+#define DD_CLAIM_ROW_FIXED 256
+#define DD_CLAIM_ERROR_MAX 1000 /* bytes of an error kept in the row */
 
 /* How long a processing row blocks other consumers before it may be taken
  * over (its claimer is presumed dead). */
@@ -27,6 +37,55 @@ void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char
     opts->defer = conf->dedup.defer_claim;
     opts->owner = owner;
     opts->lease_s = DD_CLAIM_LEASE_S;
+    opts->max_response = (size_t)conf->handler.max_response_bytes;
+}
+
+/* Upper bounds of one row's text, by statement. */
+static size_t dd_claim_key_max(const dd_claim_opts_t *opts, const dd_claim_t *c)
+{
+    (void)opts;
+    return 2 * c->key_len + 16;
+}
+
+static size_t dd_claim_insert_max(const dd_claim_opts_t *opts, const dd_claim_t *c)
+{
+    return 2 * (c->key_len + strlen(c->topic) + strlen(opts->owner)) + DD_CLAIM_ROW_FIXED;
+}
+
+static size_t dd_claim_finish_max(const dd_claim_opts_t *opts, const dd_claim_t *c)
+{
+    size_t resp = c->response ? strlen(c->response) : 0;
+    size_t err = c->error ? strnlen(c->error, DD_CLAIM_ERROR_MAX) : 0;
+
+    return 2 * (resp + err) + dd_claim_insert_max(opts, c);
+}
+
+/* How many of claims[0..n) one statement takes: at most DD_CLAIM_CHUNK,
+ * and only as many as fit in the connection's statement size by row_max's
+ * bound, but always one (dd_claim_require() made room for the largest). */
+static size_t dd_claim_chunk(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims,
+                             size_t n,
+                             size_t (*row_max)(const dd_claim_opts_t *, const dd_claim_t *))
+{
+    size_t budget = dd_db_max_statement(db), used = DD_CLAIM_STMT_FIXED, i;
+
+    for (i = 0; i < n && i < DD_CLAIM_CHUNK; i++) {
+        used += row_max(opts, claims[i]);
+        if (used > budget && i > 0) break;
+    }
+    return i;
+}
+
+int dd_claim_require(dd_db_t *db, const dd_claim_opts_t *opts, char *errstr, size_t errstr_size)
+{
+    /* The largest row: the longest response and error, a key, topic and
+     * owner of the longest lengths the table takes. */
+    size_t row =
+        2 * (opts->max_response + DD_CLAIM_ERROR_MAX + 255 + 249 + 128) + DD_CLAIM_ROW_FIXED;
+    char what[96];
+
+    snprintf(what, sizeof(what), "handler.max_response_bytes (%zu)", opts->max_response);
+    return dd_db_require_statement(db, DD_CLAIM_STMT_FIXED + row, what, errstr, errstr_size);
 }
 
 int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b)
@@ -257,8 +316,8 @@ static int dd_claim_precheck(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_
 {
     int rc;
 
-    for (size_t off = 0; off < n && !(flags & DD_CLAIM_BLIND); off += DD_CLAIM_CHUNK) {
-        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
+    for (size_t off = 0, cnt; off < n && !(flags & DD_CLAIM_BLIND); off += cnt) {
+        cnt = dd_claim_chunk(db, opts, claims + off, n - off, dd_claim_key_max);
         rc = dd_claim_readback(db, opts, claims + off, cnt, NULL, sql, errstr, errstr_size);
         if (rc)
             return rc;
@@ -295,8 +354,8 @@ int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **clai
             return rc;
         claims = scratch;
     }
-    for (size_t off = 0; off < n; off += DD_CLAIM_CHUNK) {
-        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
+    for (size_t off = 0, cnt; off < n; off += cnt) {
+        cnt = dd_claim_chunk(db, opts, claims + off, n - off, dd_claim_insert_max);
         rc = dd_claim_insert(db, opts, claims + off, cnt, token, sql, errstr, errstr_size);
         if (rc)
             return rc;
@@ -320,7 +379,7 @@ static void dd_claim_finish_row(dd_buf_t *sql, MYSQL *mysql, const dd_claim_opts
         dd_buf_puts(sql, "NULL");
     dd_buf_puts(sql, ",");
     if (c->error)
-        dd_buf_quote(sql, mysql, c->error, strnlen(c->error, 1000));
+        dd_buf_quote(sql, mysql, c->error, strnlen(c->error, DD_CLAIM_ERROR_MAX));
     else
         dd_buf_puts(sql, "NULL");
     if (fresh) {
@@ -493,7 +552,7 @@ static int dd_claim_finish_bulk(dd_db_t *db, const dd_claim_opts_t *opts, dd_cla
         r->status[rows] = c->result_status;
         dd_claim_rows_text(c->response, SIZE_MAX, &r->response[rows], &r->response_len[rows],
                            &r->response_ind[rows]);
-        dd_claim_rows_text(c->error, 1000, &r->error[rows], &r->error_len[rows],
+        dd_claim_rows_text(c->error, DD_CLAIM_ERROR_MAX, &r->error[rows], &r->error_len[rows],
                            &r->error_ind[rows]);
         r->topic[rows] = c->topic;
         r->topic_len[rows] = (unsigned long)strlen(c->topic);
@@ -520,9 +579,9 @@ int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claim
     MYSQL *mysql = dd_db_mysql(db);
     int rc = DD_OK;
 
-    for (size_t off = 0; !rc && off < n; off += DD_CLAIM_CHUNK) {
-        size_t cnt = n - off < DD_CLAIM_CHUNK ? n - off : DD_CLAIM_CHUNK;
+    for (size_t off = 0, cnt; !rc && off < n; off += cnt) {
         size_t count[DD_FINISH_KINDS] = {0};
+        cnt = dd_claim_chunk(db, opts, claims + off, n - off, dd_claim_finish_max);
         for (size_t i = 0; i < cnt; i++)
             count[dd_claim_kind(claims[off + i])]++;
         for (int kind = 0; !rc && kind < DD_FINISH_KINDS; kind++) {

@@ -65,6 +65,7 @@ typedef struct {
     const char *owner; /* "host:pid", for the operator */
     int lease_s;       /* how long a processing row blocks others */
     int defer;         /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
+    size_t max_response; /* handler.max_response_bytes: no response is longer */
 } dd_claim_opts_t;
 
 /* The options the config gives, for the instance named owner (kept by the
@@ -79,6 +80,13 @@ void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char
 /* dd_claim_finish: a deferred key was inserted by another transaction since
  * the pre-check. Roll back and replay without DD_CLAIM_DEFER. */
 #define DD_CLAIM_RACED (-110)
+
+/* Makes sure the server takes the largest statement a claim may need:
+ * one finished row with a response of opts->max_response bytes (checked
+ * now and after every reconnect). Statements with many rows are split by
+ * size to fit (dd_db_max_statement). Returns 0 or DD_ERR_FATAL with an
+ * error naming handler.max_response_bytes and max_allowed_packet. */
+int dd_claim_require(dd_db_t *db, const dd_claim_opts_t *opts, char *errstr, size_t errstr_size);
 
 /* Sorts claims by key (binary order, as the VARBINARY primary key). */
 void dd_claim_sort(dd_claim_t **claims, size_t n);

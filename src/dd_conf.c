@@ -186,9 +186,13 @@ static const dd_conf_item_t dd_conf_items[] = {
              "rolled back and replayed with the key claimed first. false: always claim "
              "first, so a handler is never called for a key another consumer is applying "
              "(choose it when handlers have effects outside the transaction)."},
-    {.path = "dedup.max_payload_bytes", .type = DD_CT_INT, .def = "1048576", .min = 1,
+    {.path = "dedup.max_payload_bytes", .type = DD_CT_INT, .def = "990000", .min = 1,
      .max = 100000000, DD_AT(dedup.max_payload_bytes),
-     .desc = "Larger payloads are dead-lettered as payload_too_large."},
+     .desc = "Larger payloads are dead-lettered as payload_too_large. The default leaves a "
+             "dead letter room for the key, the headers and the record overhead within the "
+             "dead-letter producer's message.max.bytes (librdkafka's default 1000000); "
+             "dedupd warns at start when it does not. A dead letter that would not fit "
+             "carries its payload truncated (header dedupd.truncated)."},
     {.path = "dedup.lane_key", .type = DD_CT_STRING, DD_AT(dedup.lane_key),
      .allowed = "${path}s of dedup.key", .check = dd_conf_check_lane_key,
      .desc = "Template choosing the worker for a message, e.g. \"${merchant_id}\": messages "
@@ -206,6 +210,13 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "handler.batch", .type = DD_CT_BOOL, .def = "true", DD_AT(handler.batch),
      .desc = "Give a handler that has handle_batch() (ABI 2) all of a transaction's messages "
              "in one call; false: always handle() one message at a time."},
+    {.path = "handler.max_response_bytes", .type = DD_CT_INT, .def = "65536", .min = 64,
+     .max = 16777215, DD_AT(handler.max_response_bytes),
+     .desc = "Longest response snapshot a handler may return, in bytes. A longer one is a "
+             "handler error: the message is rejected (its writes rolled back, the key "
+             "recorded failed, dead letter rejected). The database's max_allowed_packet "
+             "must hold a finished row with twice this much (escaped text); dedupd refuses "
+             "to start when it does not. At most 16777215, the response column's capacity."},
 
     DD_GROUP("dlq", "Dead-letter topic."),
     {.path = "dlq.topic", .type = DD_CT_STRING, DD_AT(dlq.topic),

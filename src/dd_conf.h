@@ -57,6 +57,7 @@ typedef struct dd_conf_s {
         char *path; /* absolute, or relative to the config file's directory resolved */
         const config_setting_t *config; /* the handler's own group, or NULL */
         int batch;                      /* use handle_batch() when the handler has it */
+        int64_t max_response_bytes;     /* longer responses are a handler error */
     } handler;
 
     struct {

@@ -21,6 +21,9 @@ struct dd_db_s {
     const dd_conf_t *conf;
     int returning; /* the server has INSERT ... RETURNING */
     int bulk;      /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
+    size_t max_packet;                /* the server's max_allowed_packet */
+    size_t need_stmt;                 /* dd_db_require_statement(): 0 or the bytes required */
+    char need_what[160];              /* and what requires them */
     MYSQL_STMT *stmts[DD_STMT_SLOTS]; /* prepared on this connection, or NULL */
 };
 
@@ -88,6 +91,45 @@ static int dd_db_server_has_bulk(MYSQL *mysql)
     return (caps & (MARIADB_CLIENT_STMT_BULK_OPERATIONS >> 32)) != 0;
 }
 
+/* Room for the protocol around a statement: the packet header, the
+ * command byte and, for a bulk execution, the statement id, flags and
+ * parameter types. */
+#define DD_DB_PACKET_MARGIN 4096
+
+/* Reads the server's max_allowed_packet: the session copy, taken at
+ * connect, is what limits this connection. */
+static int dd_db_read_max_packet(dd_db_t *db, char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    unsigned int err;
+
+    if (mysql_real_query(db->mysql, "SELECT @@max_allowed_packet", 27) != 0 ||
+        !(res = mysql_store_result(db->mysql)) || !(row = mysql_fetch_row(res)) || !row[0]) {
+        err = mysql_errno(db->mysql);
+        dd_errstr_set(errstr, errstr_size, "reading max_allowed_packet: %u: %s", err,
+                      mysql_error(db->mysql));
+        mysql_free_result(res);
+        return err ? dd_db_classify(err) : DD_ERR_RETRIABLE;
+    }
+    db->max_packet = (size_t)strtoull(row[0], NULL, 10);
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* The check of dd_db_require_statement() on the current connection. */
+static int dd_db_check_statement(const dd_db_t *db, char *errstr, size_t errstr_size)
+{
+    if (!db->need_stmt || dd_db_max_statement(db) >= db->need_stmt) return DD_OK;
+    dd_errstr_set(errstr, errstr_size,
+                  "%s needs statements of up to %zu bytes, but the server's "
+                  "max_allowed_packet is %zu: raise max_allowed_packet to at least %zu or "
+                  "lower the setting",
+                  db->need_what, db->need_stmt, db->max_packet,
+                  db->need_stmt + DD_DB_PACKET_MARGIN);
+    return DD_ERR_FATAL;
+}
+
 static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = db->conf;
@@ -97,6 +139,7 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
     unsigned int rw_timeout = 60;
     my_bool off = 0;
     unsigned int err;
+    int rc;
 
     db->mysql = mysql_init(NULL);
     if (!db->mysql) {
@@ -127,7 +170,13 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
     }
     db->returning = dd_db_server_has_returning(db->mysql);
     db->bulk = dd_db_server_has_bulk(db->mysql);
-    return DD_OK;
+    rc = dd_db_read_max_packet(db, errstr, errstr_size);
+    if (!rc) rc = dd_db_check_statement(db, errstr, errstr_size);
+    if (rc) {
+        mysql_close(db->mysql);
+        db->mysql = NULL;
+    }
+    return rc;
 }
 
 /* Prepared statements belong to their connection. */
@@ -181,6 +230,19 @@ void dd_db_close(dd_db_t *db)
 int dd_db_has_bulk(const dd_db_t *db)
 {
     return db->bulk;
+}
+
+size_t dd_db_max_statement(const dd_db_t *db)
+{
+    return db->max_packet > DD_DB_PACKET_MARGIN ? db->max_packet - DD_DB_PACKET_MARGIN : 0;
+}
+
+int dd_db_require_statement(dd_db_t *db, size_t bytes, const char *what, char *errstr,
+                            size_t errstr_size)
+{
+    db->need_stmt = bytes;
+    snprintf(db->need_what, sizeof(db->need_what), "%s", what);
+    return dd_db_check_statement(db, errstr, errstr_size);
 }
 
 MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot)

@@ -35,6 +35,19 @@ int dd_db_has_returning(const dd_db_t *db);
  * parameter rows in one go (MariaDB >= 10.2, STMT_ATTR_ARRAY_SIZE). */
 int dd_db_has_bulk(const dd_db_t *db);
 
+/* The longest statement (text, or one bulk execution) the server takes:
+ * its max_allowed_packet, read at every (re)connect, less a margin for the
+ * protocol. Statements whose size depends on the messages are split to
+ * stay within it. */
+size_t dd_db_max_statement(const dd_db_t *db);
+
+/* Requires room for a statement of `bytes` now and after every reconnect;
+ * `what` names the setting that needs it ("handler.max_response_bytes
+ * (65536)"). Returns 0, or DD_ERR_FATAL with an error naming both values:
+ * the server's max_allowed_packet is too small for this configuration. */
+int dd_db_require_statement(dd_db_t *db, size_t bytes, const char *what, char *errstr,
+                            size_t errstr_size);
+
 /* Statements prepared once per connection. */
 typedef enum {
     DD_STMT_CLAIM_NEW, /* dd_claim: the deferred claims' rows */

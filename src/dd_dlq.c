@@ -1,6 +1,11 @@
 /*
  * Dead-letter producer (see dd_dlq.h). One producer for the process; the
  * destination topic follows dlq.topic or "<source topic>.dlq".
+ *
+ * Sizes: librdkafka refuses to queue a record larger than message.max.bytes
+ * (key, value, headers and the record's framing), and a refused dead letter
+ * would hold its partition's offset forever. So the payload is cut to what
+ * fits, leaving DD_DLQ_RECORD_RESERVE for the framing.
  */
 #include "dd_dlq.h"
 
@@ -11,11 +16,24 @@
 #include "dd_common.h"
 #include "dd_log.h"
 
+/* The record's framing within message.max.bytes: its length, attributes,
+ * timestamp and offset deltas and the key, value and header-count varints
+ * (36 bytes in message format v2), and the record batch header (61), with
+ * room to spare. */
+#define DD_DLQ_RECORD_RESERVE 512
+/* dedupd's own headers at their longest: names, values (an error of 255
+ * bytes, a topic of 249, a business key of 255, numbers) and lengths. */
+#define DD_DLQ_OWN_HEADERS_MAX 1536
+/* Each header costs its name and value plus two varint lengths. */
+#define DD_DLQ_HEADER_OVERHEAD 10
+#define DD_DLQ_PREFIX "dedupd."
+
 struct dd_dlq_s {
     rd_kafka_t *rk;
     const dd_conf_t *conf;
     dd_dlq_cb_t *cb;
     void *cb_arg;
+    size_t max_bytes; /* the producer's message.max.bytes */
 };
 
 static void dd_dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage, void *opaque)
@@ -46,6 +64,34 @@ static int dd_dlq_consumer_only(const char *prop)
     return 0;
 }
 
+/* The effective message.max.bytes, after kafka.properties, and a warning
+ * when a payload dedupd accepts may not fit in a dead letter whole. */
+static int dd_dlq_read_max_bytes(dd_dlq_t *dlq, rd_kafka_conf_t *kconf, char *errstr,
+                                 size_t errstr_size)
+{
+    char val[32];
+    size_t len = sizeof(val), carry;
+
+    if (rd_kafka_conf_get(kconf, "message.max.bytes", val, &len) != RD_KAFKA_CONF_OK) {
+        dd_errstr_set(errstr, errstr_size, "dead-letter producer: cannot read message.max.bytes");
+        return DD_ERR_FATAL;
+    }
+    dlq->max_bytes = (size_t)strtoull(val, NULL, 10);
+    carry = dlq->max_bytes > DD_DLQ_RECORD_RESERVE + DD_DLQ_OWN_HEADERS_MAX
+                ? dlq->max_bytes - DD_DLQ_RECORD_RESERVE - DD_DLQ_OWN_HEADERS_MAX
+                : 0;
+    if ((size_t)dlq->conf->dedup.max_payload_bytes > carry)
+        dd_log(DD_LOG_WARN,
+               "dedup.max_payload_bytes (%lld) is more than a dead letter can carry whole: the "
+               "dead-letter producer's message.max.bytes is %zu, which leaves %zu bytes for "
+               "the payload, less the message's key and headers. Dead letters of larger "
+               "payloads carry them truncated (header dedupd.truncated). Raise "
+               "message.max.bytes in kafka.properties (and the topic's max.message.bytes) "
+               "or lower dedup.max_payload_bytes.",
+               (long long)dlq->conf->dedup.max_payload_bytes, dlq->max_bytes, carry);
+    return DD_OK;
+}
+
 int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg,
                char *errstr, size_t errstr_size)
 {
@@ -70,6 +116,7 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
         dd_errstr_set(errstr, errstr_size, "dead-letter producer: %s", err);
         goto fail;
     }
+    if (dd_dlq_read_max_bytes(dlq, kconf, errstr, errstr_size)) goto fail;
     rd_kafka_conf_set_dr_msg_cb(kconf, dd_dlq_dr_cb);
     rd_kafka_conf_set_log_cb(kconf, dd_log_rdkafka);
     rd_kafka_conf_set_opaque(kconf, dlq);
@@ -88,11 +135,33 @@ fail:
     return DD_ERR_FATAL;
 }
 
-static rd_kafka_headers_t *dd_dlq_headers(const dd_dlq_letter_t *l)
+/* The bytes headers take in a record (an upper bound). */
+static size_t dd_dlq_headers_size(const rd_kafka_headers_t *hdrs)
 {
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(6);
+    const char *name;
+    const void *val;
+    size_t size, total = 0;
+
+    for (size_t i = 0; hdrs && !rd_kafka_header_get_all(hdrs, i, &name, &val, &size); i++)
+        total += strlen(name) + size + DD_DLQ_HEADER_OVERHEAD;
+    return total;
+}
+
+/* The dead letter's headers: the original message's (unless bare), except
+ * any named dedupd.*, so that each of ours appears once and is this
+ * dead-lettering's; then ours. */
+static rd_kafka_headers_t *dd_dlq_headers(const dd_dlq_letter_t *l, int bare)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(8);
+    const char *name;
+    const void *val;
+    size_t size;
     char num[32];
 
+    for (size_t i = 0;
+         !bare && l->headers && !rd_kafka_header_get_all(l->headers, i, &name, &val, &size); i++)
+        if (strncmp(name, DD_DLQ_PREFIX, strlen(DD_DLQ_PREFIX)) != 0)
+            rd_kafka_header_add(hdrs, name, -1, val, (ssize_t)size);
     rd_kafka_header_add(hdrs, "dedupd.reason", -1, l->reason, -1);
     rd_kafka_header_add(hdrs, "dedupd.error", -1, l->error ? l->error : "", -1);
     rd_kafka_header_add(hdrs, "dedupd.topic", -1, l->topic, -1);
@@ -105,23 +174,68 @@ static rd_kafka_headers_t *dd_dlq_headers(const dd_dlq_letter_t *l)
     return hdrs;
 }
 
+/* The headers of l and how much of its payload fits beside them and the
+ * key: all of it, or a prefix and a dedupd.truncated header with the
+ * original length. *bare is set when not even the key and headers fit:
+ * the bare form carries dedupd's headers only. */
+static rd_kafka_headers_t *dd_dlq_fit(const dd_dlq_t *dlq, const dd_dlq_letter_t *l, int *bare,
+                                      size_t *payload_len)
+{
+    rd_kafka_headers_t *hdrs = dd_dlq_headers(l, *bare);
+    size_t used = dd_dlq_headers_size(hdrs) + DD_DLQ_RECORD_RESERVE, trunc;
+    char num[32];
+
+    if (!*bare) used += l->key_len;
+    *payload_len = l->payload_len;
+    if (!*bare && used + l->payload_len <= dlq->max_bytes) return hdrs;
+    snprintf(num, sizeof(num), "%zu", l->payload_len);
+    trunc = strlen("dedupd.truncated") + strlen(num) + DD_DLQ_HEADER_OVERHEAD;
+    if (!*bare && used + trunc >= dlq->max_bytes) {
+        rd_kafka_headers_destroy(hdrs);
+        *bare = 1;
+        return dd_dlq_fit(dlq, l, bare, payload_len);
+    }
+    *payload_len = *bare ? 0 : dlq->max_bytes - used - trunc;
+    if (*payload_len < l->payload_len)
+        rd_kafka_header_add(hdrs, "dedupd.truncated", -1, num, -1);
+    else
+        *payload_len = l->payload_len;
+    return hdrs;
+}
+
+int dd_dlq_err_too_large(rd_kafka_resp_err_t err)
+{
+    return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+           err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE;
+}
+
 int dd_dlq_send(dd_dlq_t *dlq, const dd_dlq_letter_t *l, void *opaque)
 {
     char topic[512];
     rd_kafka_resp_err_t err;
+    int bare = l->bare;
 
     dd_conf_dlq_topic(dlq->conf, l->topic, topic, sizeof(topic));
     for (int tries = 0;; tries++) {
-        rd_kafka_headers_t *hdrs = dd_dlq_headers(l);
+        size_t payload_len;
+        rd_kafka_headers_t *hdrs = dd_dlq_fit(dlq, l, &bare, &payload_len);
         err = rd_kafka_producev(dlq->rk, RD_KAFKA_V_TOPIC(topic),
-                                RD_KAFKA_V_KEY(l->key, l->key_len),
-                                RD_KAFKA_V_VALUE((void *)l->payload, l->payload_len),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(opaque),
-                                RD_KAFKA_V_END);
+                                RD_KAFKA_V_KEY(bare ? NULL : l->key, bare ? 0 : l->key_len),
+                                RD_KAFKA_V_VALUE(bare ? NULL : (void *)l->payload, payload_len),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+                                RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
         if (!err)
             return DD_OK;
         rd_kafka_headers_destroy(hdrs);
+        if (dd_dlq_err_too_large(err) && !bare) {
+            /* The size estimate fell short: the bare form is small. */
+            dd_log(DD_LOG_WARN,
+                   "Dead letter for %s [%d] @%lld is too large to queue (%s); "
+                   "sending it with dedupd's headers only.",
+                   l->topic, (int)l->partition, (long long)l->offset, rd_kafka_err2str(err));
+            bare = 1;
+            continue;
+        }
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || tries > 100) {
             dd_log(DD_LOG_WARN, "Cannot queue dead letter for %s [%d] @%lld: %s", l->topic,
                    (int)l->partition, (long long)l->offset, rd_kafka_err2str(err));
@@ -144,13 +258,29 @@ int dd_dlq_flush(dd_dlq_t *dlq, int timeout_ms)
     return rd_kafka_outq_len(dlq->rk);
 }
 
+/* rd_kafka_purge() waits for the broker threads to drop their queues and
+ * in-flight requests; the delivery reports (ERR__PURGE_QUEUE, ..INFLIGHT)
+ * are then served by the flush. A purged in-flight letter may still have
+ * reached the topic: dead letters are at least once. */
+int dd_dlq_purge(dd_dlq_t *dlq, int timeout_ms)
+{
+    rd_kafka_resp_err_t err =
+        rd_kafka_purge(dlq->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+
+    if (err) dd_log(DD_LOG_WARN, "Purging the dead-letter queue: %s", rd_kafka_err2str(err));
+    return dd_dlq_flush(dlq, timeout_ms);
+}
+
 void dd_dlq_destroy(dd_dlq_t *dlq)
 {
     if (!dlq)
         return;
     dlq->cb = NULL; /* the owners of pending opaques are gone */
     if (dlq->rk) {
-        rd_kafka_flush(dlq->rk, 5000);
+        /* Nothing is waited for: every letter's owner was released (see
+         * dd_dlq_purge). */
+        rd_kafka_purge(dlq->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(dlq->rk, 1000);
         rd_kafka_destroy(dlq->rk);
     }
     free(dlq);

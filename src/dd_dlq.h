@@ -2,11 +2,17 @@
  * Dead-letter producer.
  *
  * A message that cannot be applied (bad JSON, no key, conflict, rejected) is
- * produced to the dead-letter topic with its original key and payload and
- * headers saying why and where it came from. The source offset may only be
- * stored after the dead letter is acknowledged, so delivery results come back
- * through a callback with the caller's opaque pointer; a failed delivery is
- * reported, and the caller sends it again: a dead letter is never skipped.
+ * produced to the dead-letter topic with its original key, payload and
+ * headers, and dedupd.* headers saying why and where it came from. The
+ * source offset may only be stored after the dead letter is acknowledged, so
+ * delivery results come back through a callback with the caller's opaque
+ * pointer; a failed delivery is reported, and the caller sends it again: a
+ * dead letter is never skipped.
+ *
+ * So a dead letter must always be deliverable. One that would exceed the
+ * producer's message.max.bytes carries its payload truncated (header
+ * dedupd.truncated: the original length); one the broker still refuses as
+ * too large is sent again bare: dedupd's headers only.
  */
 #ifndef DD_DLQ_H
 #define DD_DLQ_H
@@ -34,6 +40,8 @@ typedef struct {
     const char *reason;  /* bad_json, key_missing, key_too_long, conflict, rejected, ... */
     const char *error;   /* human-readable detail */
     const char *biz_key; /* may be NULL */
+    const rd_kafka_headers_t *headers; /* the original message's, may be NULL */
+    int bare; /* no key, payload or original headers: the full form was refused */
 } dd_dlq_letter_t;
 
 int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg,
@@ -41,10 +49,18 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
 /* Queues one dead letter. Thread-safe. Blocks while the local queue is full.
  * Returns 0 or DD_ERR_RETRIABLE (could not enqueue; call again later). */
 int dd_dlq_send(dd_dlq_t *dlq, const dd_dlq_letter_t *letter, void *opaque);
+/* 1 when a delivery failed because the dead letter is too large for the
+ * broker: send it again bare rather than unchanged. */
+int dd_dlq_err_too_large(rd_kafka_resp_err_t err);
 /* Serves delivery reports. */
 void dd_dlq_poll(dd_dlq_t *dlq, int timeout_ms);
 /* Waits up to timeout_ms for every queued letter; returns the number left. */
 int dd_dlq_flush(dd_dlq_t *dlq, int timeout_ms);
+/* Gives up on every dead letter not acknowledged yet (shutdown): their
+ * delivery reports, with an error, are served within timeout_ms. Returns the
+ * number of letters whose report did not come. */
+int dd_dlq_purge(dd_dlq_t *dlq, int timeout_ms);
+/* Purges what is left (no callbacks any more) and destroys the producer. */
 void dd_dlq_destroy(dd_dlq_t *dlq);
 
 #endif /* DD_DLQ_H */

@@ -33,6 +33,7 @@ struct dd_handler_s {
     const dedupd_handler *desc; /* static descriptor inside the plugin */
     void *state;                /* from init(), passed back to every call */
     int initialized;            /* init() succeeded: fini() is owed */
+    size_t max_response;        /* longest response accepted; 0: any */
     /* desc->handle_batch when the descriptor has that field (ABI >= 2) */
     dedupd_status (*handle_batch)(void *, MYSQL *, const dedupd_msg *const *, size_t,
                                   dedupd_result *);
@@ -184,6 +185,29 @@ static int dd_handler_txn_open(MYSQL *db)
     return (st & SERVER_STATUS_IN_TRANS) != 0;
 }
 
+void dd_handler_set_max_response(dd_handler_t *h, size_t max)
+{
+    h->max_response = max;
+}
+
+/* 1 (with the error in res->error) when res->response is longer than the
+ * bound: a finished row must fit in one statement, and a response this
+ * size is a handler bug rather than a snapshot. */
+static int dd_handler_response_too_long(const dd_handler_t *h, dedupd_result *res)
+{
+    size_t len;
+
+    if (!h->max_response || !res->response ||
+        strnlen(res->response, h->max_response + 1) <= h->max_response)
+        return 0;
+    len = strlen(res->response);
+    snprintf(res->error, sizeof(res->error),
+             "handler %s returned a response of %zu bytes, more than "
+             "handler.max_response_bytes (%zu)",
+             h->desc->name, len, h->max_response);
+    return 1;
+}
+
 dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
                                 dedupd_result *res, int *broken_txn)
 {
@@ -200,6 +224,10 @@ dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *ms
         res->response = NULL;
         snprintf(res->error, sizeof(res->error), "handler %s returned invalid status %d",
                  h->desc->name, raw);
+        st = DEDUPD_REJECT;
+    } else if (st == DEDUPD_OK && dd_handler_response_too_long(h, res)) {
+        free(res->response);
+        res->response = NULL;
         st = DEDUPD_REJECT;
     }
     if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
@@ -220,6 +248,13 @@ dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_m
     memset(res, 0, n * sizeof(*res));
     raw = (int)h->handle_batch(h->state, db, msgs, n, res);
     res[0].error[sizeof(res[0].error) - 1] = '\0';
+    for (size_t i = 0; raw == DEDUPD_OK && i < n; i++) {
+        dedupd_result too_long = {.response = res[i].response};
+        if (dd_handler_response_too_long(h, &too_long)) {
+            snprintf(res[0].error, sizeof(res[0].error), "%s", too_long.error);
+            raw = DEDUPD_REJECT; /* declined: handle() rejects that message */
+        }
+    }
     if (raw != DEDUPD_OK) {
         /* Declined or failed as a batch: nothing of it will be kept. */
         for (size_t i = 0; i < n; i++) {

@@ -20,13 +20,20 @@ int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t 
 const char *dd_handler_name(const dd_handler_t *h);
 /* The file it was loaded from, as configured (resolved). */
 const char *dd_handler_path(const dd_handler_t *h);
+
+/* Bounds the responses: from now on a response longer than max bytes
+ * turns the handler's OK into DEDUPD_REJECT with an error saying both
+ * sizes (handle), or declines the batch (handle_batch). 0: unbounded.
+ * Call before the first handle. */
+void dd_handler_set_max_response(dd_handler_t *h, size_t max);
 /* Calls the optional migrate. Returns 0 or DD_ERR_FATAL with errstr. */
 int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size);
 
 /* Calls handle() with res zeroed first. Sets *broken_txn when the
  * connection is no longer inside a transaction afterwards (the handler
  * committed, rolled back or changed autocommit: a handler bug). An
- * out-of-range status is turned into DEDUPD_REJECT with an error. */
+ * out-of-range status, or a response over the bound, is turned into
+ * DEDUPD_REJECT with an error. */
 dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
                                 dedupd_result *res, int *broken_txn);
 /* 1 when the handler has handle_batch (descriptor of ABI version >= 2). */
@@ -34,6 +41,8 @@ int dd_handler_has_batch(const dd_handler_t *h);
 /* Calls handle_batch() with res[0..n) zeroed first. Any status but
  * DEDUPD_OK means the batch was declined: the responses are freed and the
  * caller rolls back and goes message by message; res[0].error says why.
+ * A response over the bound declines the batch (handle() then rejects
+ * that message alone).
  * *broken_txn as for dd_handler_handle(). */
 dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_msg *const *msgs,
                                       size_t n, dedupd_result *res, int *broken_txn);

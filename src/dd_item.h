@@ -47,6 +47,7 @@ typedef struct dd_item_s {
     char *response; /* handler's snapshot, owned until the batch is finished */
     dd_claim_t *claim;
     int64_t dlq_due_ms; /* resend time after a failed dead letter */
+    int dlq_bare;       /* the broker refused the dead letter as too large: send it bare */
 } dd_item_t;
 
 #endif /* DD_ITEM_H */

@@ -712,8 +712,10 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
             dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
             return DD_OK;
         }
-        if (rc != DD_ERR_RETRIABLE)
+        if (rc != DD_ERR_RETRIABLE) {
+            dd_log(DD_LOG_ERROR, "Lane %d: %s", lane->idx, err);
             return rc;
+        }
         dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
         attempt++;
     }
@@ -890,6 +892,7 @@ int dd_lane_start(dd_lane_t **lanep, dd_lane_shared_t *sh, int idx, char *errstr
         goto fail;
     }
     rc = dd_db_open(&lane->db, sh->conf, errstr, errstr_size);
+    if (!rc) rc = dd_claim_require(lane->db, &sh->copts, errstr, errstr_size);
     if (rc)
         goto fail;
     if (pthread_create(&lane->thr, NULL, dd_lane_main, lane) != 0) {

@@ -50,6 +50,9 @@ struct dd_pipeline_s {
     int spare_cnt;
     int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
     dd_item_t *dlq_retry; /* dead letters to send again */
+    int closing;          /* shutdown: dead letters are no longer sent */
+    int64_t abandoned;    /* see dd_stats_t */
+    int64_t abandoned_dlq;
     dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under sh.mu */
     size_t lag_cnt, lag_cap;
     int64_t lag_refresh_ms;
@@ -167,6 +170,7 @@ static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_u
 static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
 {
     rd_kafka_message_t *rkm = item->rkm;
+    rd_kafka_headers_t *hdrs = NULL;
     dd_dlq_letter_t letter = {
         .topic = rd_kafka_topic_name(rkm->rkt),
         .partition = rkm->partition,
@@ -178,13 +182,14 @@ static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
         .reason = dd_reason2str(item->reason),
         .error = item->error,
         .biz_key = item->key_len ? item->key : NULL,
+        .bare = item->dlq_bare,
     };
 
-    if (dd_dlq_send(pl->dlq, &letter, item) != DD_OK) {
-        item->dlq_due_ms = dd_now_ms() + 1000;
-        item->next = pl->dlq_retry;
-        pl->dlq_retry = item;
-    }
+    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) letter.headers = hdrs;
+    if (!pl->closing && dd_dlq_send(pl->dlq, &letter, item) == DD_OK) return;
+    item->dlq_due_ms = dd_now_ms() + 1000;
+    item->next = pl->dlq_retry;
+    pl->dlq_retry = item;
 }
 
 static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_arg)
@@ -199,8 +204,19 @@ static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_a
         dd_pipeline_finish(pl, item, dd_now_us());
         return;
     }
-    /* Not acknowledged: the offset must not move. Send it again later. */
+    /* Not acknowledged: the offset must not move. Send it again later;
+     * at once and bare when it was refused as too large, for unchanged it
+     * would be refused forever. */
     item->dlq_due_ms = dd_now_ms() + 1000;
+    if (dd_dlq_err_too_large(err) && !item->dlq_bare) {
+        rd_kafka_message_t *rkm = item->rkm;
+        dd_log_msg(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
+                   item->key_len ? item->key : NULL,
+                   "The broker refused the dead letter as too large; sending it again "
+                   "without key, payload or original headers.");
+        item->dlq_bare = 1;
+        item->dlq_due_ms = 0;
+    }
     item->next = pl->dlq_retry;
     pl->dlq_retry = item;
 }
@@ -241,8 +257,7 @@ static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
     if (!pl->dlq)
         return;
     dd_dlq_poll(pl->dlq, 0);
-    if (pl->dlq_retry)
-        dd_pipeline_resend_dlq(pl);
+    if (pl->dlq_retry && !pl->closing) dd_pipeline_resend_dlq(pl);
 }
 
 /* ---- parsing and routing ---- */
@@ -615,6 +630,58 @@ static int dd_pipeline_start(dd_pipeline_t *pl, int exit_at_end, char *errstr,
     return rc;
 }
 
+/* How long the shutdown waits for the delivery reports of purged dead
+ * letters (they come at once: the purge drops them locally). */
+#define DD_PIPELINE_PURGE_MS 2000
+
+/* Logs, per partition, the dead letters in list that are given up. */
+static void dd_pipeline_log_abandoned(dd_pipeline_t *pl, dd_item_t *list)
+{
+    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
+        int64_t n = 0, first = -1;
+        for (dd_item_t *item = list; item; item = item->next) {
+            if (item->pt != pt || item->epoch != pt->epoch) continue;
+            n++;
+            if (first < 0 || item->rkm->offset < first) first = item->rkm->offset;
+        }
+        if (n && pt->assigned)
+            dd_log(DD_LOG_WARN,
+                   "%s [%d]: %lld dead letter(s) not acknowledged, the first for "
+                   "offset %lld; the offset committed stays at %lld at most, so the messages "
+                   "from there on are consumed again after a restart.",
+                   pt->topic, (int)pt->partition, (long long)n, (long long)first,
+                   (long long)pt->next);
+    }
+}
+
+/* Shutdown, the lanes stopped: gives up on the dead letters not yet
+ * acknowledged. Their offsets stay where they are, so the messages come
+ * again after a restart. Every item is released here: a message still
+ * held would keep the consumer's destroy waiting for it forever. */
+static void dd_pipeline_abandon_dlq(dd_pipeline_t *pl)
+{
+    dd_item_t *next;
+    int left;
+
+    pl->closing = 1;
+    dd_pipeline_drain(pl, 0); /* the lanes' last results; dead letters go to dlq_retry */
+    if (pl->dlq && (left = dd_dlq_purge(pl->dlq, DD_PIPELINE_PURGE_MS)) > 0)
+        dd_log(DD_LOG_ERROR, "%d dead letter(s) still queued after the purge.", left);
+    dd_pipeline_drain(pl, 0);
+    if (pl->dlq_retry) dd_pipeline_log_abandoned(pl, pl->dlq_retry);
+    for (; pl->dlq_retry; pl->dlq_retry = next) {
+        next = pl->dlq_retry->next;
+        pl->inflight--;
+        pl->abandoned++;
+        pl->abandoned_dlq++;
+        dd_item_free(pl, pl->dlq_retry);
+    }
+    if (pl->inflight != 0)
+        dd_log(DD_LOG_ERROR, "%lld message(s) unaccounted for at shutdown.",
+               (long long)pl->inflight);
+}
+
 /* Stops the lanes (finishing queued work unless the deadline passed) and
  * frees what they could not finish. */
 static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
@@ -635,22 +702,29 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
         dd_lane_join(pl->lanes[i], &leftover);
         pl->lanes[i] = NULL;
     }
-    dd_pipeline_drain(pl, 0);
     for (; leftover; leftover = next) {
         next = leftover->next;
         pl->inflight--;
+        pl->abandoned++;
         dd_item_free(pl, leftover);
     }
+    dd_pipeline_abandon_dlq(pl);
 }
 
+/* The last commit. With --exit-at-end it is tried 20 times (the run's
+ * result depends on it); on SIGTERM for DD_SOURCE_COMMIT_MS in all, so a
+ * shutdown ends whatever the brokers do. */
 static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *errstr,
                                     size_t errstr_size)
 {
+    int64_t deadline = dd_now_ms() + DD_SOURCE_COMMIT_MS;
     int rc = DD_OK;
 
     dd_source_store(pl->src);
     for (int attempt = 0; attempt < (exit_at_end ? 20 : 3); attempt++) {
-        rc = dd_source_commit_sync(pl->src, errstr, errstr_size);
+        int64_t left = exit_at_end ? DD_SOURCE_COMMIT_MS : deadline - dd_now_ms();
+        if (left <= 0) break;
+        rc = dd_source_commit_wait(pl->src, (int)left, errstr, errstr_size);
         if (!rc)
             break;
         dd_pipeline_drain(pl, 0);
@@ -719,6 +793,8 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
     pl->sh.stats.last_finish_ms = pl->last_finish_ms;
     dd_pipeline_counters_flush(pl);
     pl->sh.stats.inflight = pl->inflight;
+    pl->sh.stats.abandoned = pl->abandoned;
+    pl->sh.stats.abandoned_dlq = pl->abandoned_dlq;
     pthread_mutex_unlock(&pl->sh.mu);
     if (pl->sh.fatal) {
         dd_errstr_set(errstr, errstr_size, "%s", pl->sh.fatal_err);
@@ -752,6 +828,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     pthread_cond_init(&pl->sh.cv, NULL);
     pl->sh.conf = conf;
     pl->sh.h = h;
+    dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
     gethostname(host, sizeof(host) - 1);
     snprintf(pl->owner, sizeof(pl->owner), "%s:%d", host, (int)getpid());
     dd_claim_opts_init(&pl->sh.copts, conf, pl->owner);
@@ -806,12 +883,10 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
         dd_pipeline_stop_lanes(pl, 0);
         free(pl->lanes);
     }
+    /* Every message was released (dd_pipeline_abandon_dlq): the consumer's
+     * destroy waits for none. */
     dd_source_destroy(pl->src); /* leaves the group; revoke finds nothing in flight */
     dd_dlq_destroy(pl->dlq);
-    for (; pl->dlq_retry; pl->dlq_retry = next) {
-        next = pl->dlq_retry->next;
-        dd_item_free(pl, pl->dlq_retry);
-    }
     for (; pl->spare; pl->spare = next) {
         next = pl->spare->next;
         free(pl->spare);

@@ -75,6 +75,12 @@ typedef struct {
     int64_t last_loop_ms;        /* dd_now_ms() of the main loop's last turn */
     int64_t last_finish_ms;      /* dd_now_ms() when a message last finished */
     int running;                 /* 1 between start and shutdown */
+
+    /* shutdown: messages given up unfinished (their offsets are not
+     * committed, so they come again), and how many of them only waited
+     * for their dead letter's acknowledgement */
+    int64_t abandoned;
+    int64_t abandoned_dlq;
 } dd_stats_t;
 
 typedef struct {

@@ -1186,6 +1186,7 @@ static int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_si
 
     rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
     if (rc) return rc;
+    dd_handler_set_max_response(rp->h, (size_t)conf->handler.max_response_bytes);
     pthread_mutex_init(&rp->sh.mu, NULL);
     pthread_cond_init(&rp->sh.cv, NULL);
     rp->sh_ready = 1;

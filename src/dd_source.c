@@ -263,16 +263,33 @@ void dd_source_store(dd_source_t *src)
     rd_kafka_topic_partition_list_destroy(list);
 }
 
-int dd_source_commit_sync(dd_source_t *src, char *errstr, size_t errstr_size)
+/* rd_kafka_commit() waits for the result without a bound; the reply on a
+ * queue of our own can be waited for with one. The offset commit callback
+ * still sees the result (librdkafka posts it to both). */
+int dd_source_commit_wait(dd_source_t *src, int timeout_ms, char *errstr, size_t errstr_size)
 {
-    rd_kafka_resp_err_t err = rd_kafka_commit(src->rk, NULL, 0);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(src->rk);
+    rd_kafka_event_t *ev = NULL;
+    rd_kafka_resp_err_t err;
 
+    err = rd_kafka_commit_queue(src->rk, NULL, q, NULL, NULL);
+    if (!err) {
+        ev = rd_kafka_queue_poll(q, timeout_ms);
+        err = ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q); /* a reply after the timeout is dropped */
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         dd_errstr_set(errstr, errstr_size, "offset commit failed: %s", rd_kafka_err2str(err));
         dd_log(DD_LOG_WARN, "Synchronous offset commit failed: %s", rd_kafka_err2str(err));
         return DD_ERR_RETRIABLE;
     }
     return DD_OK;
+}
+
+int dd_source_commit_sync(dd_source_t *src, char *errstr, size_t errstr_size)
+{
+    return dd_source_commit_wait(src, DD_SOURCE_COMMIT_MS, errstr, errstr_size);
 }
 
 void dd_source_pause(dd_source_t *src, int pause)
@@ -296,17 +313,44 @@ int dd_source_paused(const dd_source_t *src)
     return src->paused;
 }
 
+/* rd_kafka_consumer_close() waits for the group without a bound; closing
+ * through a queue of our own lets the wait end. Consuming from it serves the
+ * revoke callback; anything else it returns is dropped. Returns 1 once
+ * closed. */
+static int dd_source_close(dd_source_t *src, int timeout_ms)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(src->rk);
+    rd_kafka_error_t *error = rd_kafka_consumer_close_queue(src->rk, q);
+    int64_t deadline = dd_now_ms() + timeout_ms;
+    int closed;
+
+    if (error) {
+        dd_log(DD_LOG_WARN, "Closing the consumer: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    }
+    while (!error && !rd_kafka_consumer_closed(src->rk) && dd_now_ms() < deadline) {
+        rd_kafka_message_t *rkm = rd_kafka_consume_queue(q, 100);
+        if (rkm) rd_kafka_message_destroy(rkm);
+    }
+    closed = rd_kafka_consumer_closed(src->rk);
+    rd_kafka_queue_destroy(q);
+    return closed;
+}
+
 void dd_source_destroy(dd_source_t *src)
 {
-    rd_kafka_resp_err_t err;
-
     if (!src)
         return;
     if (src->rk) {
-        err = rd_kafka_consumer_close(src->rk);
-        if (err)
-            dd_log(DD_LOG_WARN, "Closing the consumer: %s", rd_kafka_err2str(err));
-        rd_kafka_destroy(src->rk);
+        if (dd_source_close(src, DD_SOURCE_CLOSE_MS)) {
+            rd_kafka_destroy(src->rk);
+        } else {
+            dd_log(DD_LOG_WARN,
+                   "The consumer did not leave the group within %d ms; the "
+                   "group will notice when the session times out.",
+                   DD_SOURCE_CLOSE_MS);
+            rd_kafka_destroy_flags(src->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+        }
     }
     free(src);
 }

@@ -37,14 +37,26 @@ int dd_source_query_ends(dd_source_t *src, int timeout_ms, char *errstr, size_t 
 /* Stores the watermark of every assigned tracker that moved. Entries that
  * fail (partition no longer assigned) are logged and skipped. */
 void dd_source_store(dd_source_t *src);
-/* Commits stored offsets synchronously. Returns 0, or DD_ERR_RETRIABLE. */
+/* Commits stored offsets and waits for the result, up to timeout_ms (a
+ * commit waiting for a coordinator would wait session.timeout.ms, one sent
+ * to a silent broker socket.timeout.ms). Returns 0, or DD_ERR_RETRIABLE
+ * (failed or timed out: the offsets stay stored, a later commit takes
+ * them). */
+int dd_source_commit_wait(dd_source_t *src, int timeout_ms, char *errstr, size_t errstr_size);
+/* dd_source_commit_wait() with DD_SOURCE_COMMIT_MS. */
+#define DD_SOURCE_COMMIT_MS 5000
 int dd_source_commit_sync(dd_source_t *src, char *errstr, size_t errstr_size);
 
 /* Pauses or resumes every assigned partition (backpressure). */
 void dd_source_pause(dd_source_t *src, int pause);
 int dd_source_paused(const dd_source_t *src);
 
-/* Leaves the group (runs the revoke callback) and destroys the consumer. */
+/* Leaves the group (runs the revoke callback) and destroys the consumer.
+ * Leaving takes DD_SOURCE_CLOSE_MS at most; after that the consumer is
+ * destroyed without it (the group notices when the session times out).
+ * No message of this consumer may still be alive: rd_kafka_destroy()
+ * waits for every one. */
+#define DD_SOURCE_CLOSE_MS 10000
 void dd_source_destroy(dd_source_t *src);
 
 #endif /* DD_SOURCE_H */

@@ -168,6 +168,7 @@ static int dd_main_run(int argc, char **argv)
     dd_pipeline_t *pl = NULL;
     dd_http_t *http = NULL;
     dd_purge_t *purge = NULL;
+    dd_stats_t end = {0};
     char err[1024];
 
     if ((rc = dd_main_args(argc, argv, &path, &exit_at_end)) != 0)
@@ -189,16 +190,23 @@ static int dd_main_run(int argc, char **argv)
                DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
         rc = dd_pipeline_run(pl, exit_at_end, &dd_stop_requested, err, sizeof(err));
         dd_main_summary(pl);
+        dd_pipeline_stats(pl, &end);
     }
-    if (rc)
-        dd_log(DD_LOG_ERROR, "Stopping: %s", err);
-    else
-        dd_log(DD_LOG_INFO, "Stopped cleanly.");
+    if (rc) dd_log(DD_LOG_ERROR, "Stopping: %s", err);
     dd_purge_stop(purge);
     dd_http_stop(http);
     dd_pipeline_destroy(pl);
     dd_handler_destroy(h);
     dd_conf_destroy(conf);
+    /* The last line, once everything is released, says how it ended. */
+    if (!rc && end.abandoned)
+        dd_log(DD_LOG_WARN,
+               "Stopped, abandoning %lld message(s) (%lld of them waiting for "
+               "their dead letter's acknowledgement): their offsets were not committed, so "
+               "they are consumed again after a restart.",
+               (long long)end.abandoned, (long long)end.abandoned_dlq);
+    else if (!rc)
+        dd_log(DD_LOG_INFO, "Stopped cleanly.");
     return rc ? 1 : 0;
 }
 

@@ -88,7 +88,8 @@ typedef struct dedupd_msg {
 } dedupd_msg;
 
 typedef struct dedupd_result {
-    char *response;  /* malloc'd JSON text kept as the response snapshot, or NULL */
+    char *response;  /* malloc'd JSON text kept as the response snapshot, or NULL;
+                      * longer than handler.max_response_bytes rejects the message */
     char error[256]; /* why, on RETRY/REJECT */
 } dedupd_result;
 

@@ -22,6 +22,7 @@
  *   "rollback_begin" ROLLBACK and START TRANSACTION, then apply the effect
  *   "sleep:MS"    sleep MS milliseconds, then "ok"
  *   "dberror"     run invalid SQL and RETRY with the server's error
+ *   "big:N"       apply the effect and return a response of N bytes (JSON)
  *
  * Built a second time as th_scripted_batch (TH_SCRIPTED_BATCH defined),
  * with a handle_batch() that runs the same actions for each message of the
@@ -195,6 +196,30 @@ static dedupd_status th_abort_once(MYSQL *db, const dedupd_msg *msg, dedupd_resu
     abort();
 }
 
+/* The effect, with a response of exactly n bytes: {"pad":"xx...x"}. */
+static dedupd_status th_big_response(MYSQL *db, const dedupd_msg *msg, dedupd_result *res, long n)
+{
+    static const char head[] = "{\"pad\":\"", tail[] = "\"}";
+    size_t fixed = sizeof(head) - 1 + sizeof(tail) - 1, len = (size_t)n;
+    dedupd_status st = th_effect(db, msg, res);
+    char *big;
+
+    if (st != DEDUPD_OK) return st;
+    if (len < fixed) len = fixed;
+    if (!(big = malloc(len + 1))) {
+        snprintf(res->error, sizeof(res->error), "big: out of memory");
+        free(res->response);
+        res->response = NULL;
+        return DEDUPD_RETRY;
+    }
+    memcpy(big, head, sizeof(head) - 1);
+    memset(big + sizeof(head) - 1, 'x', len - fixed);
+    memcpy(big + len - (sizeof(tail) - 1), tail, sizeof(tail));
+    free(res->response);
+    res->response = big;
+    return DEDUPD_OK;
+}
+
 static dedupd_status th_sleep_then_effect(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
                                           long ms)
 {
@@ -268,6 +293,8 @@ static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, de
         return th_end_and_begin(db, msg, res, action[0] == 'c');
     if (strncmp(action, "sleep:", 6) == 0 && (arg = th_arg(action, 6)) >= 0)
         return th_sleep_then_effect(db, msg, res, arg);
+    if (strncmp(action, "big:", 4) == 0 && (arg = th_arg(action, 4)) >= 0)
+        return th_big_response(db, msg, res, arg);
     if (strcmp(action, "dberror") == 0) {
         if (mysql_query(db, "SELEC this is not sql") != 0)
             return th_db_fail(db, res, "scripted dberror");

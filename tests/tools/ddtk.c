@@ -9,12 +9,16 @@
  * without joining (and so without disturbing) the group, and the watermarks.
  * Each subcommand does one job; output is meant for scripts.
  *
- *   ddtk produce    -b BROKERS -t TOPIC            stdin: PARTITION\tKEY\tPAYLOAD
+ *   ddtk produce    -b BROKERS -t TOPIC [-H n=v]   stdin: PARTITION\tKEY\tPAYLOAD
  *   ddtk consume    -b BROKERS -t TOPIC [-e]       stdout: JSON lines
  *   ddtk committed  -b BROKERS -g GROUP -t TOPIC   stdout: PARTITION OFFSET
  *   ddtk watermarks -b BROKERS -t TOPIC            stdout: PARTITION LOW HIGH
  *   ddtk partitions -b BROKERS -t TOPIC            stdout: COUNT
  * Every subcommand also takes -X prop=value (librdkafka property, repeatable).
+ * produce -H name=value (repeatable) adds that header to every message;
+ * consume prints the headers twice: as an object ("headers", where a name
+ * that occurs more than once keeps its last value) and in their order
+ * ("header_list", [name, value] pairs).
  * Exit 0 on success, 1 on error (the message names what failed), 2 on usage.
  */
 #include <errno.h>
@@ -37,6 +41,7 @@
 /* consume gives up when no message or EOF arrives for this long */
 #define DDTK_IDLE_TIMEOUT_MS 30000
 #define DDTK_MAX_PROPS 64
+#define DDTK_MAX_HEADERS 16
 
 typedef struct ddtk_args_s {
     const char *cmd;
@@ -46,6 +51,8 @@ typedef struct ddtk_args_s {
     int exit_eof; /* -e: accepted for kcat habits; consume always stops at the end */
     const char *props[DDTK_MAX_PROPS]; /* -X name=value, applied last */
     int prop_cnt;
+    const char *headers[DDTK_MAX_HEADERS]; /* produce -H name=value */
+    int header_cnt;
 } ddtk_args_t;
 
 /* Delivery accounting for produce. */
@@ -58,8 +65,9 @@ typedef struct ddtk_dr_s {
 static void ddtk_usage(FILE *fp)
 {
     fprintf(fp, "usage:\n"
-                "  ddtk produce    -b BROKERS -t TOPIC   (stdin: PARTITION<TAB>KEY<TAB>PAYLOAD;\n"
-                "                  PARTITION -1 = by key, KEY - = null, PAYLOAD hex:... = binary)\n"
+                "  ddtk produce    -b BROKERS -t TOPIC [-H name=value]...\n"
+                "                  (stdin: PARTITION<TAB>KEY<TAB>PAYLOAD; PARTITION -1 = by key,\n"
+                "                  KEY - = null, PAYLOAD hex:... = binary; -H: a header on each)\n"
                 "  ddtk consume    -b BROKERS -t TOPIC [-e]\n"
                 "  ddtk committed  -b BROKERS -g GROUP -t TOPIC\n"
                 "  ddtk watermarks -b BROKERS -t TOPIC\n"
@@ -83,7 +91,7 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args)
     memset(args, 0, sizeof(*args));
     args->cmd = argv[0];
     optind = 1;
-    while ((c = getopt(argc, argv, "b:t:g:eX:")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:g:eX:H:")) != -1) {
         switch (c) {
         case 'b':
             args->brokers = optarg;
@@ -104,6 +112,14 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args)
                 return -1;
             }
             args->props[args->prop_cnt++] = optarg;
+            break;
+        case 'H':
+            if (args->header_cnt == DDTK_MAX_HEADERS || !strchr(optarg, '=')) {
+                fprintf(stderr, "ddtk: -H %s: expected name=value (at most %d)\n", optarg,
+                        DDTK_MAX_HEADERS);
+                return -1;
+            }
+            args->headers[args->header_cnt++] = optarg;
             break;
         default:
             return -1;
@@ -296,20 +312,46 @@ static int ddtk_line_parse(char *buf, size_t len, ddtk_line_t *line)
     return 0;
 }
 
+/* The -H headers for one message, or NULL when there are none. */
+static rd_kafka_headers_t *ddtk_headers(const ddtk_args_t *args)
+{
+    rd_kafka_headers_t *hdrs;
+    int i;
+
+    if (!args->header_cnt) return NULL;
+    hdrs = rd_kafka_headers_new((size_t)args->header_cnt);
+    for (i = 0; i < args->header_cnt; i++) {
+        const char *eq = strchr(args->headers[i], '=');
+
+        rd_kafka_header_add(hdrs, args->headers[i], eq - args->headers[i], eq + 1, -1);
+    }
+    return hdrs;
+}
+
 /* Enqueues one message, waiting for room while the local queue is full. */
-static int ddtk_produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ddtk_line_t *line)
+static int ddtk_produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ddtk_args_t *args,
+                            const ddtk_line_t *line)
 {
     for (;;) {
-        if (rd_kafka_produce(rkt, line->partition, RD_KAFKA_MSG_F_COPY, line->payload,
-                             line->payload_len, line->key, line->key_len, NULL) == 0)
-            return 0;
-        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) return -1;
+        rd_kafka_headers_t *hdrs = ddtk_headers(args);
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(line->partition),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_VALUE(line->payload, line->payload_len),
+            RD_KAFKA_V_KEY(line->key, line->key_len), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+
+        if (!err) return 0;
+        if (hdrs) rd_kafka_headers_destroy(hdrs);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "ddtk: produce: %s\n", rd_kafka_err2str(err));
+            return -1;
+        }
         rd_kafka_poll(rk, 10);
     }
 }
 
 /* Reads stdin and enqueues every line; returns the number enqueued or -1. */
-static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt)
+static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ddtk_args_t *args)
 {
     char *buf = NULL;
     size_t cap = 0;
@@ -327,9 +369,8 @@ static long ddtk_produce_stdin(rd_kafka_t *rk, rd_kafka_topic_t *rkt)
                     lineno);
             goto done;
         }
-        if (ddtk_produce_one(rk, rkt, &line)) {
-            fprintf(stderr, "ddtk: produce: stdin line %ld: %s\n", lineno,
-                    rd_kafka_err2str(rd_kafka_last_error()));
+        if (ddtk_produce_one(rk, rkt, args, &line)) {
+            fprintf(stderr, "ddtk: produce: stdin line %ld failed\n", lineno);
             goto done;
         }
         if (lineno % 1000 == 0) rd_kafka_poll(rk, 0);
@@ -366,7 +407,7 @@ static int ddtk_produce(const ddtk_args_t *args)
                 rd_kafka_err2str(rd_kafka_last_error()));
         goto done;
     }
-    cnt = ddtk_produce_stdin(rk, rkt);
+    cnt = ddtk_produce_stdin(rk, rkt, args);
     /* Even after an input error, wait for what was sent so the count is true;
      * undeliverable messages fail after message.timeout.ms. */
     while (rd_kafka_outq_len(rk) > 0)
@@ -462,7 +503,7 @@ static void ddtk_json_add_bytes(cJSON *obj, const char *name, const char *hex_na
 
 static void ddtk_message_print(const rd_kafka_message_t *rkm)
 {
-    cJSON *obj = cJSON_CreateObject(), *hdrs;
+    cJSON *obj = cJSON_CreateObject(), *hdrs, *list, *pair;
     rd_kafka_headers_t *headers = NULL;
     const char *hname;
     const void *hval;
@@ -475,9 +516,21 @@ static void ddtk_message_print(const rd_kafka_message_t *rkm)
     /* An empty payload is "" rather than null: tests compare strings. */
     ddtk_json_add_bytes(obj, "payload", "payload_hex", rkm->payload ? rkm->payload : "", rkm->len);
     hdrs = cJSON_AddObjectToObject(obj, "headers");
+    list = cJSON_AddArrayToObject(obj, "header_list");
     if (rd_kafka_message_headers(rkm, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        for (i = 0; !rd_kafka_header_get_all(headers, i, &hname, &hval, &hsize); i++)
+        for (i = 0; !rd_kafka_header_get_all(headers, i, &hname, &hval, &hsize); i++) {
+            cJSON *one = cJSON_CreateObject();
+
+            /* A repeated name: the object keeps the last value. */
+            cJSON_DeleteItemFromObjectCaseSensitive(hdrs, hname);
             ddtk_json_add_bytes(hdrs, hname, NULL, hval, hsize);
+            ddtk_json_add_bytes(one, "v", NULL, hval, hsize);
+            pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateString(hname));
+            cJSON_AddItemToArray(pair, cJSON_DetachItemFromObject(one, "v"));
+            cJSON_AddItemToArray(list, pair);
+            cJSON_Delete(one);
+        }
     out = cJSON_PrintUnformatted(obj);
     if (out) puts(out);
     free(out);

@@ -200,8 +200,9 @@ START_TEST(test_defaults)
     ck_assert_int_eq(conf->dedup.ttl_s, 7 * 86400);
     ck_assert_str_eq(conf->dedup.table, "dedup_record");
     ck_assert_int_eq(conf->dedup.retry_failed, 1);
-    ck_assert_int_eq(conf->dedup.max_payload_bytes, 1048576);
+    ck_assert_int_eq(conf->dedup.max_payload_bytes, 990000);
     ck_assert_ptr_null(conf->handler.config);
+    ck_assert_int_eq(conf->handler.max_response_bytes, 65536);
     ck_assert_ptr_null(conf->dlq.topic);
     ck_assert_str_eq(dd_conf_dlq_topic(conf, "payments", out, sizeof(out)), "payments.dlq");
     ck_assert_ptr_null(dd_conf_dlq_topic(conf, "payments", out, 8));

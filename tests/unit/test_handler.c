@@ -218,6 +218,43 @@ START_TEST(test_handle_batch)
 }
 END_TEST
 
+/* A response over the bound: handle() turns OK into REJECT with both
+ * sizes; handle_batch() declines (the message then goes through handle()). */
+START_TEST(test_response_bound)
+{
+    static const char *const ok[] = {"ok", "ok"};
+    dd_handler_t *h = NULL;
+    MYSQL *db = mysql_init(NULL);
+    dedupd_result res[2];
+    dedupd_msg msg = {.topic = "t", .biz_key = "k"};
+    char err[512] = "";
+    int broken = 0;
+
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_batch"), NULL, err, sizeof(err)), 0);
+    dd_handler_set_max_response(h, 15); /* {"single":true} is 15 bytes, {"i":0} 7 */
+    ck_assert_int_eq(dd_handler_handle(h, db, &msg, res, &broken), DEDUPD_OK);
+    ck_assert_str_eq(res[0].response, "{\"single\":true}");
+    free(res[0].response);
+    ck_assert_int_eq(batch_actions(h, db, ok, 2, res, &broken), DEDUPD_OK);
+    free(res[0].response);
+    free(res[1].response);
+
+    dd_handler_set_max_response(h, 14);
+    ck_assert_int_eq(dd_handler_handle(h, db, &msg, res, &broken), DEDUPD_REJECT);
+    ck_assert_ptr_null(res[0].response);
+    ck_assert_str_eq(res[0].error, "handler th_batch returned a response of 15 bytes, more "
+                                   "than handler.max_response_bytes (14)");
+
+    dd_handler_set_max_response(h, 6);
+    ck_assert_int_eq(batch_actions(h, db, ok, 2, res, &broken), DEDUPD_REJECT);
+    ck_assert_ptr_nonnull(strstr(res[0].error, "response of 7 bytes"));
+    ck_assert_ptr_null(res[0].response);
+    ck_assert_ptr_null(res[1].response);
+    mysql_close(db);
+    dd_handler_destroy(h);
+}
+END_TEST
+
 /* The ledger's amount check, on an unconnected handle: a valid payment gets
  * as far as the database (RETRY, no server), an invalid one is REJECTed
  * with the reason. At most 2 decimals, positive, at most 1e12. */
@@ -295,6 +332,7 @@ static Suite *handler_suite(void)
     tcase_add_test(tc, test_handle_without_db);
     tcase_add_test(tc, test_abi_v1_loads);
     tcase_add_test(tc, test_handle_batch);
+    tcase_add_test(tc, test_response_bound);
     tcase_add_test(tc, test_ledger_amounts);
     suite_add_tcase(s, tc);
     return s;
