@@ -11,6 +11,7 @@
 
 #include "dd_common.h"
 #include "dd_log.h"
+#include "dd_text.h"
 
 /* Most rows per statement (the finish's bulk arrays hold this many).
  * Statements are also split by size, see dd_claim_chunk(). */
@@ -90,12 +91,7 @@ int dd_claim_require(dd_db_t *db, const dd_claim_opts_t *opts, char *errstr, siz
 
 int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b)
 {
-    size_t n = a->key_len < b->key_len ? a->key_len : b->key_len;
-    int c = memcmp(a->key, b->key, n);
-
-    if (c)
-        return c;
-    return (a->key_len > b->key_len) - (a->key_len < b->key_len);
+    return dd_text_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
 static int dd_claim_qcmp(const void *a, const void *b)
@@ -204,7 +200,7 @@ static void dd_claim_columns(dd_buf_t *sql, const unsigned char *token)
         return;
     }
     dd_buf_puts(sql, "biz_key, request_hash, status, claim_token = ");
-    dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
+    dd_db_hex(sql, token, DD_CLAIM_TOKEN_LEN);
     dd_buf_puts(sql, ", error");
 }
 
@@ -220,7 +216,7 @@ static void dd_claim_key_list(dd_buf_t *sql, dd_claim_t **claims, size_t n, cons
     for (size_t i = 0; i < n; i++) {
         dd_buf_puts(sql, i ? "," : "");
         dd_buf_puts(sql, open);
-        dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
+        dd_db_hex(sql, claims[i]->key, claims[i]->key_len);
         dd_buf_puts(sql, close);
     }
 }
@@ -266,15 +262,15 @@ static int dd_claim_insert(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t 
     for (size_t i = 0; i < n; i++) {
         dd_claim_t *c = claims[i];
         dd_buf_puts(sql, i ? ",(" : "(");
-        dd_buf_hex(sql, c->key, c->key_len);
+        dd_db_hex(sql, c->key, c->key_len);
         dd_buf_puts(sql, ",");
-        dd_buf_hex(sql, c->hash, DD_HASH_LEN);
+        dd_db_hex(sql, c->hash, DD_HASH_LEN);
         dd_buf_puts(sql, ",0,0,");
-        dd_buf_hex(sql, token, DD_CLAIM_TOKEN_LEN);
+        dd_db_hex(sql, token, DD_CLAIM_TOKEN_LEN);
         dd_buf_puts(sql, ",");
-        dd_buf_quote(sql, mysql, opts->owner, strlen(opts->owner));
+        dd_db_quote(sql, mysql, opts->owner, strlen(opts->owner));
         dd_buf_printf(sql, ",NOW(6) + INTERVAL %d SECOND,", opts->lease_s);
-        dd_buf_quote(sql, mysql, c->topic, strlen(c->topic));
+        dd_db_quote(sql, mysql, c->topic, strlen(c->topic));
         dd_buf_printf(sql, ",%d,%lld,NOW(6) + INTERVAL %lld SECOND)", (int)c->partition,
                       (long long)c->offset, (long long)opts->ttl_s);
     }
@@ -369,25 +365,25 @@ static void dd_claim_finish_row(dd_buf_t *sql, MYSQL *mysql, const dd_claim_opts
                                 const dd_claim_t *c, int fresh)
 {
     dd_buf_puts(sql, "(");
-    dd_buf_hex(sql, c->key, c->key_len);
+    dd_db_hex(sql, c->key, c->key_len);
     dd_buf_puts(sql, ",");
-    dd_buf_hex(sql, c->hash, DD_HASH_LEN);
+    dd_db_hex(sql, c->hash, DD_HASH_LEN);
     dd_buf_printf(sql, ",%d,", c->result_status);
     if (c->response)
-        dd_buf_quote(sql, mysql, c->response, strlen(c->response));
+        dd_db_quote(sql, mysql, c->response, strlen(c->response));
     else
         dd_buf_puts(sql, "NULL");
     dd_buf_puts(sql, ",");
     if (c->error)
-        dd_buf_quote(sql, mysql, c->error, strnlen(c->error, DD_CLAIM_ERROR_MAX));
+        dd_db_quote(sql, mysql, c->error, strnlen(c->error, DD_CLAIM_ERROR_MAX));
     else
         dd_buf_puts(sql, "NULL");
     if (fresh) {
         dd_buf_puts(sql, ",1,");
-        dd_buf_quote(sql, mysql, opts->owner, strlen(opts->owner));
+        dd_db_quote(sql, mysql, opts->owner, strlen(opts->owner));
     }
     dd_buf_puts(sql, ",");
-    dd_buf_quote(sql, mysql, c->topic, strlen(c->topic));
+    dd_db_quote(sql, mysql, c->topic, strlen(c->topic));
     dd_buf_printf(sql, ",%d,%lld,NOW(6)", (int)c->partition, (long long)c->offset);
     if (fresh)
         dd_buf_printf(sql, " + INTERVAL %lld SECOND", (long long)opts->ttl_s);
@@ -455,7 +451,7 @@ static void dd_claim_finish_plain(dd_buf_t *sql, const dd_claim_opts_t *opts,
             continue;
         if (k++)
             dd_buf_puts(sql, ",");
-        dd_buf_hex(sql, claims[i]->key, claims[i]->key_len);
+        dd_db_hex(sql, claims[i]->key, claims[i]->key_len);
     }
     dd_buf_puts(sql, ")");
 }
@@ -531,7 +527,7 @@ static int dd_claim_finish_bulk(dd_db_t *db, const dd_claim_opts_t *opts, dd_cla
         dd_buf_printf(sql, "INSERT INTO `%s` (biz_key, request_hash, status, response, error,"
                            " attempts, owner, topic, kpartition, koffset, expire_at)"
                            " VALUES (?, ?, ?, ?, ?, 1, ", opts->table);
-        dd_buf_quote(sql, dd_db_mysql(db), opts->owner, strlen(opts->owner));
+        dd_db_quote(sql, dd_db_mysql(db), opts->owner, strlen(opts->owner));
         dd_buf_printf(sql, ", ?, ?, ?, NOW(6) + INTERVAL %lld SECOND)", (long long)opts->ttl_s);
         if (sql->oom) {
             dd_errstr_set(errstr, errstr_size, "out of memory building the claim finish");

@@ -5,7 +5,6 @@
 #include "dd_db.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 
 #include "dd_common.h"
 #include "dd_log.h"
+#include "dd_text.h"
 
 struct dd_db_s {
     MYSQL *mysql;
@@ -332,104 +332,34 @@ void dd_db_rollback_quiet(dd_db_t *db)
         dd_log(DD_LOG_DEBUG, "ROLLBACK failed: %s", mysql_error(db->mysql));
 }
 
-/* ---- statement buffer ---- */
+/* ---- SQL literals ---- */
 
-static int dd_buf_grow(dd_buf_t *b, size_t need)
+void dd_db_hex(dd_buf_t *b, const void *data, size_t n)
 {
-    size_t cap;
-    char *p;
-
-    if (b->oom)
-        return -1;
-    if (b->len + need + 1 <= b->cap)
-        return 0;
-    cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + need + 1)
-        cap *= 2;
-    p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void dd_buf_reset(dd_buf_t *b)
-{
-    b->len = 0;
-    b->oom = 0;
-    if (b->p)
-        b->p[0] = '\0';
-}
-
-void dd_buf_free(dd_buf_t *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
-}
-
-void dd_buf_put(dd_buf_t *b, const char *s, size_t n)
-{
-    if (dd_buf_grow(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void dd_buf_puts(dd_buf_t *b, const char *s)
-{
-    dd_buf_put(b, s, strlen(s));
-}
-
-void dd_buf_printf(dd_buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || dd_buf_grow(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void dd_buf_hex(dd_buf_t *b, const void *data, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *d = data;
     char *o;
 
     if (n == 0) {
         dd_buf_puts(b, "''");
         return;
     }
-    if (dd_buf_grow(b, 2 * n + 3))
+    if (!(o = dd_buf_reserve(b, 2 * n + 3)))
         return;
-    o = b->p + b->len;
-    *o++ = 'X';
-    *o++ = '\'';
-    for (size_t i = 0; i < n; i++) {
-        *o++ = hex[d[i] >> 4];
-        *o++ = hex[d[i] & 15];
-    }
-    *o++ = '\'';
-    b->len = (size_t)(o - b->p);
-    b->p[b->len] = '\0';
+    o[0] = 'X';
+    o[1] = '\'';
+    dd_text_hex(o + 2, data, n, 0);
+    o[2 * n + 2] = '\'';
+    dd_buf_commit(b, 2 * n + 3);
 }
 
-void dd_buf_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n)
+void dd_db_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n)
 {
-    if (dd_buf_grow(b, 2 * n + 3))
+    char *o = dd_buf_reserve(b, 2 * n + 2);
+    unsigned long len;
+
+    if (!o)
         return;
-    b->p[b->len++] = '\'';
-    b->len += mysql_real_escape_string(mysql, b->p + b->len, s, (unsigned long)n);
-    b->p[b->len++] = '\'';
-    b->p[b->len] = '\0';
+    o[0] = '\'';
+    len = mysql_real_escape_string(mysql, o + 1, s, (unsigned long)n);
+    o[len + 1] = '\'';
+    dd_buf_commit(b, len + 2);
 }

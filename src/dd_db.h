@@ -15,6 +15,7 @@
 
 #include <mysql.h>
 
+#include "dd_buf.h"
 #include "dd_conf.h"
 
 typedef struct dd_db_s dd_db_t;
@@ -75,22 +76,9 @@ int dd_db_exec_raw(MYSQL *mysql, const char *sql, char *errstr, size_t errstr_si
 /* ROLLBACK, ignoring errors (the connection may be gone). */
 void dd_db_rollback_quiet(dd_db_t *db);
 
-/* A growable text buffer for building multi-row statements. The buffer is
- * reused across batches so the hot path does not allocate. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} dd_buf_t;
-
-void dd_buf_reset(dd_buf_t *b);
-void dd_buf_free(dd_buf_t *b);
-void dd_buf_put(dd_buf_t *b, const char *s, size_t n);
-void dd_buf_puts(dd_buf_t *b, const char *s);
-void dd_buf_printf(dd_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends X'hex' (binary-safe literal). */
-void dd_buf_hex(dd_buf_t *b, const void *data, size_t n);
+/* Appends X'hex' (a binary-safe literal; '' for no bytes). */
+void dd_db_hex(dd_buf_t *b, const void *data, size_t n);
 /* Appends 'escaped text' using the connection's character set. */
-void dd_buf_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n);
+void dd_db_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n);
 
 #endif /* DD_DB_H */

@@ -931,7 +931,7 @@ void dd_lane_join(dd_lane_t *lane, dd_item_t **leftover)
     lane->head = lane->tail = NULL;
     lane->queued = 0;
     dd_db_close(lane->db);
-    dd_buf_free(&lane->sql);
+    dd_buf_release(&lane->sql);
     free(lane->batch);
     free(lane->claims);
     free(lane->claimv);

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dd_log.h"
 
+#include "dd_text.h"
 #include "dd_utf8.h"
 
 #include <librdkafka/rdkafka.h>
@@ -43,32 +44,14 @@ int dd_log_format_parse(const char *name)
     return -1;
 }
 
-/* Appends s quoted for the current format; both formats escape " and \.
- * A value that is not valid UTF-8 (a binary business key) has its high bytes
+/* Appends s quoted for the current format: both are JSON strings. A value
+ * that is not valid UTF-8 (a binary business key) has its high bytes
  * escaped so a JSON line stays valid JSON. */
 static size_t dd_log_quote(char *out, size_t pos, size_t size, const char *s)
 {
-    int raw8 = dd_utf8_valid(s, strlen(s));
+    int flags = dd_utf8_valid(s, strlen(s)) ? 0 : DD_TEXT_JSON_ASCII;
 
-    if (pos + 1 < size)
-        out[pos++] = '"';
-    for (; *s && pos + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x80 && !raw8) {
-            pos += (size_t)snprintf(out + pos, size - pos, "\\u%04x", c);
-        } else if (c == '"' || c == '\\') {
-            out[pos++] = '\\';
-            out[pos++] = (char)c;
-        } else if (c < 0x20) {
-            pos += (size_t)snprintf(out + pos, size - pos, "\\u%04x", c);
-        } else {
-            out[pos++] = (char)c;
-        }
-    }
-    if (pos + 1 < size)
-        out[pos++] = '"';
-    out[pos] = '\0';
-    return pos;
+    return dd_text_json_quote(out, pos, size, s, flags);
 }
 
 static size_t dd_log_field(char *out, size_t pos, size_t size, const char *name, const char *val,

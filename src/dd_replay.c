@@ -41,6 +41,7 @@
 #include "dd_log.h"
 #include "dd_migrate.h"
 #include "dd_parse.h"
+#include "dd_text.h"
 #include "dd_utf8.h"
 
 #define DD_REPLAY_BATCH 500        /* messages judged per round of lookups */
@@ -842,13 +843,6 @@ static int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_si
     return rc;
 }
 
-static int dd_replay_keycmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-
-    return c ? c : (alen < blen ? -1 : alen > blen);
-}
-
 /* The batch's key of a result row (binary search: uk is sorted by key). */
 static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const char *key, size_t len)
 {
@@ -857,7 +851,7 @@ static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const ch
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         dd_item_t *it = rp->uk[mid].first;
-        int c = dd_replay_keycmp(it->key, it->key_len, key, len);
+        int c = dd_text_cmp(it->key, it->key_len, key, len);
         if (c == 0) return &rp->uk[mid];
         if (c < 0)
             lo = mid + 1;
@@ -875,7 +869,7 @@ static void dd_replay_in_list(dd_replay_t *rp, size_t u, int only_new)
     for (size_t i = 0; i < u; i++) {
         if (only_new && rp->uk[i].seen) continue;
         if (!first) dd_buf_puts(&rp->sql, ",");
-        dd_buf_hex(&rp->sql, rp->uk[i].first->key, rp->uk[i].first->key_len);
+        dd_db_hex(&rp->sql, rp->uk[i].first->key, rp->uk[i].first->key_len);
         first = 0;
     }
     dd_buf_puts(&rp->sql, ")");
@@ -946,7 +940,7 @@ static void dd_replay_item_free(dd_item_t *item)
 static int dd_replay_item_cmp(const void *a, const void *b)
 {
     const dd_item_t *x = *(dd_item_t *const *)a, *y = *(dd_item_t *const *)b;
-    int c = dd_replay_keycmp(x->key, x->key_len, y->key, y->key_len);
+    int c = dd_text_cmp(x->key, x->key_len, y->key, y->key_len);
 
     return c ? c : (x->seq < y->seq ? -1 : x->seq > y->seq);
 }
@@ -962,7 +956,7 @@ static size_t dd_replay_group(dd_replay_t *rp)
     qsort(rp->sorted, g, sizeof(*rp->sorted), dd_replay_item_cmp);
     for (size_t i = 0; i < g; i++) {
         dd_item_t *it = rp->sorted[i];
-        if (u == 0 || dd_replay_keycmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len,
+        if (u == 0 || dd_text_cmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len,
                                        it->key, it->key_len) != 0) {
             memset(&rp->uk[u], 0, sizeof(rp->uk[u]));
             rp->uk[u].first = it;
@@ -998,14 +992,14 @@ static void dd_replay_put_pos(dd_replay_t *rp, const dd_item_t *it)
 {
     const char *topic = rd_kafka_topic_name(it->rkm->rkt);
 
-    dd_buf_quote(&rp->sql, dd_db_mysql(rp->db), topic, strlen(topic));
+    dd_db_quote(&rp->sql, dd_db_mysql(rp->db), topic, strlen(topic));
     dd_buf_printf(&rp->sql, ",%d,%lld,", (int)it->rkm->partition, (long long)it->rkm->offset);
 }
 
 static void dd_replay_put_text(dd_replay_t *rp, const char *s)
 {
     if (s && *s)
-        dd_buf_quote(&rp->sql, dd_db_mysql(rp->db), s, strnlen(s, 1024));
+        dd_db_quote(&rp->sql, dd_db_mysql(rp->db), s, strnlen(s, 1024));
     else
         dd_buf_puts(&rp->sql, "NULL");
 }
@@ -1027,16 +1021,16 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
         rp->sum.keys++;
         rp->sum.status[st]++;
         dd_buf_puts(&rp->sql, any++ ? ",(" : "(");
-        dd_buf_hex(&rp->sql, k->first->key, k->first->key_len);
+        dd_db_hex(&rp->sql, k->first->key, k->first->key_len);
         dd_buf_puts(&rp->sql, ",");
-        dd_buf_hex(&rp->sql, k->first_hash, DD_HASH_LEN);
+        dd_db_hex(&rp->sql, k->first_hash, DD_HASH_LEN);
         dd_buf_puts(&rp->sql, ",");
         dd_replay_put_pos(rp, k->first);
         dd_buf_printf(&rp->sql, "%d,", (int)st);
         dd_replay_put_text(rp, reason);
         dd_buf_puts(&rp->sql, ",");
         if (k->has_row)
-            dd_buf_hex(&rp->sql, k->row_hash, DD_HASH_LEN);
+            dd_db_hex(&rp->sql, k->row_hash, DD_HASH_LEN);
         else
             dd_buf_puts(&rp->sql, "NULL");
         dd_buf_puts(&rp->sql, ",");
@@ -1052,9 +1046,9 @@ static void dd_replay_put_event(dd_replay_t *rp, const dd_item_t *it, int *any,
 {
     dd_buf_puts(&rp->sql, (*any)++ ? ",(" : "(");
     if (first_hash) {
-        dd_buf_hex(&rp->sql, it->key, it->key_len);
+        dd_db_hex(&rp->sql, it->key, it->key_len);
         dd_buf_puts(&rp->sql, ",");
-        dd_buf_hex(&rp->sql, it->hash, DD_HASH_LEN);
+        dd_db_hex(&rp->sql, it->hash, DD_HASH_LEN);
     } else {
         dd_buf_puts(&rp->sql, "NULL,NULL");
     }
@@ -1063,7 +1057,7 @@ static void dd_replay_put_event(dd_replay_t *rp, const dd_item_t *it, int *any,
     dd_buf_printf(&rp->sql, "%d,'%s',", first_hash ? DD_RS_CONFLICT : DD_RS_BAD,
                   first_hash ? "copy_differs" : dd_reason2str(it->reason));
     if (first_hash)
-        dd_buf_hex(&rp->sql, first_hash, DD_HASH_LEN);
+        dd_db_hex(&rp->sql, first_hash, DD_HASH_LEN);
     else
         dd_buf_puts(&rp->sql, "NULL");
     dd_buf_puts(&rp->sql, ",");
@@ -1212,7 +1206,7 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
     for (dd_item_t *it = list; it; it = it->next) {
         if (it->outcome != DD_OUT_APPLIED) continue;
         dd_buf_puts(&rp->sql, any++ ? "," : "");
-        dd_buf_hex(&rp->sql, it->key, it->key_len);
+        dd_db_hex(&rp->sql, it->key, it->key_len);
     }
     dd_buf_puts(&rp->sql, ")");
     if (any) rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
@@ -1230,7 +1224,7 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
             dd_buf_puts(&rp->sql, "NULL");
         }
         dd_buf_puts(&rp->sql, " WHERE biz_key = ");
-        dd_buf_hex(&rp->sql, it->key, it->key_len);
+        dd_db_hex(&rp->sql, it->key, it->key_len);
         rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
     }
     return rc;
@@ -1311,25 +1305,6 @@ typedef struct {
     const char *hash, *stored_hash, *detail, *apply, *apply_error, *row_status, *created_at;
 } dd_replay_entry_t;
 
-static void dd_replay_json_str(FILE *out, const char *s, size_t n)
-{
-    fputc('"', out);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
 static void dd_replay_json_field(FILE *out, const char *name, const char *v, int number)
 {
     if (!v) return;
@@ -1337,24 +1312,25 @@ static void dd_replay_json_field(FILE *out, const char *name, const char *v, int
     if (number)
         fputs(v, out);
     else
-        dd_replay_json_str(out, v, strlen(v));
+        dd_text_json_fputs(out, v, strlen(v), 0);
 }
 
 static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int first)
 {
-    static const char hex[] = "0123456789abcdef";
-
     fputs(first ? "\n    {" : ",\n    {", out);
     fputs("\"key\":", out);
     if (!e->key) {
         fputs("null", out);
     } else if (dd_utf8_valid(e->key, e->key_len)) {
-        dd_replay_json_str(out, e->key, e->key_len);
+        dd_text_json_fputs(out, e->key, e->key_len, 0);
     } else {
         /* Keys are bytes; a JSON string cannot hold invalid UTF-8. */
         fputs("null,\"key_hex\":\"", out);
-        for (size_t i = 0; i < e->key_len; i++)
-            fprintf(out, "%c%c", hex[(unsigned char)e->key[i] >> 4], hex[e->key[i] & 15]);
+        for (size_t i = 0; i < e->key_len; i++) {
+            char hex[2];
+            dd_text_hex(hex, e->key + i, 1, 0);
+            fwrite(hex, 1, 2, out);
+        }
         fputc('"', out);
     }
     dd_replay_json_field(out, "status", e->status, 0);
@@ -1482,7 +1458,7 @@ static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_s
         const dd_replay_part_t *pt = &rp->parts[i];
         if (pt->start >= pt->end) continue;
         dd_buf_puts(&rp->sql, " OR (d.topic = ");
-        dd_buf_quote(&rp->sql, mysql, pt->topic, strlen(pt->topic));
+        dd_db_quote(&rp->sql, mysql, pt->topic, strlen(pt->topic));
         dd_buf_printf(&rp->sql,
                       " AND d.kpartition = %d AND d.koffset >= %lld AND d.koffset < %lld)",
                       (int)pt->partition, (long long)pt->start, (long long)pt->end);
@@ -1577,7 +1553,7 @@ static void dd_replay_write_head(dd_replay_t *rp, FILE *out, int complete)
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
         fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
-        dd_replay_json_str(out, pt->topic, strlen(pt->topic));
+        dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
         fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld}",
                 (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
     }
@@ -1815,7 +1791,7 @@ static void dd_replay_destroy(dd_replay_t *rp)
         rd_kafka_destroy(rp->rk);
     }
     dd_db_close(rp->db);
-    dd_buf_free(&rp->sql);
+    dd_buf_release(&rp->sql);
     dd_key_tmpl_destroy(rp->tmpl);
     dd_hash_spec_destroy(rp->hspec);
     dd_json_doc_destroy(rp->doc);
