@@ -721,16 +721,6 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     }
 }
 
-static void dd_lane_observe(dd_stats_t *d, double secs)
-{
-    int b = 0;
-
-    while (b < DD_BATCH_BUCKETS - 1 && secs > dd_batch_bucket_bounds[b])
-        b++;
-    d->batch_buckets[b]++;
-    d->batch_seconds_sum += secs;
-}
-
 /* Puts unfinished items back at the head of the queue (shutdown timeout or
  * fatal error), so dd_lane_join() hands them to the main thread to free. */
 static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
@@ -824,7 +814,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
             dd_lane_post(lane, NULL, 0, &d);
             continue;
         }
-        dd_lane_observe(&d, (double)(dd_now_us() - t0) / 1e6);
+        dd_stats_observe_batch(&d, (double)(dd_now_us() - t0) / 1e6);
         dd_lane_post(lane, items + start, limit, &d);
         start += limit;
     }

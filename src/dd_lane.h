@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "dd_claim.h"
 #include "dd_conf.h"
 #include "dd_handler.h"
 #include "dd_item.h"

@@ -18,7 +18,7 @@
 #include "dd_conf.h"
 #include "dd_json.h"
 #include "dd_key.h"
-#include "dd_pipeline.h"
+#include "dd_stats.h"
 
 /* Parses payload into doc (the caller's, reused from message to message by
  * one thread) and renders its business key into key (*key_len bytes).

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dd_claim.h"
 #include "dd_common.h"
 #include "dd_dlq.h"
 #include "dd_hash.h"
@@ -46,7 +47,7 @@ struct dd_pipeline_s {
     uint64_t messages;     /* consumed, each once; published by counters_flush */
     int64_t first_poll_ms; /* when the first message was polled */
     int64_t fetch_wait_us; /* see dd_stats_t */
-    dd_item_t *spare; /* finished items kept for reuse (see dd_item_recycle) */
+    dd_item_t *spare; /* finished items kept for reuse (see dd_pipeline_item_recycle) */
     int spare_cnt;
     int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
     dd_item_t *dlq_retry; /* dead letters to send again */
@@ -58,28 +59,7 @@ struct dd_pipeline_s {
     int64_t lag_refresh_ms;
 };
 
-const double dd_batch_bucket_bounds[DD_BATCH_BUCKETS - 1] = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
-
-static const char *const dd_reason_names[DD_REASON_CNT] = {
-    "bad_json", "key_missing", "key_too_long", "payload_too_large",
-    "conflict", "rejected",    "retries_exhausted"};
-
-const char *dd_reason2str(dd_reason_t reason)
-{
-    return reason < DD_REASON_CNT ? dd_reason_names[reason] : "unknown";
-}
-
 /* ---- items ---- */
-
-static void dd_item_free(dd_pipeline_t *pl, dd_item_t *item)
-{
-    dd_parse_release(pl->pool, item->json);
-    if (item->rkm)
-        rd_kafka_message_destroy(item->rkm);
-    free(item->response);
-    free(item);
-}
 
 /* Items are allocated and freed once per message, in bursts of a batch: a
  * bounded free list keeps them out of malloc (whose bins then consolidate
@@ -87,56 +67,28 @@ static void dd_item_free(dd_pipeline_t *pl, dd_item_t *item)
  * flat. */
 #define DD_ITEM_SPARE_MAX 4096
 
-static void dd_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
+static void dd_pipeline_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
 {
     if (pl->spare_cnt >= DD_ITEM_SPARE_MAX) {
-        dd_item_free(pl, item);
+        dd_item_destroy(item, pl->pool);
         return;
     }
-    dd_parse_release(pl->pool, item->json);
-    if (item->rkm)
-        rd_kafka_message_destroy(item->rkm);
-    free(item->response);
+    dd_item_reset(item, pl->pool);
     item->next = pl->spare;
     pl->spare = item;
     pl->spare_cnt++;
 }
 
-static dd_item_t *dd_item_alloc(dd_pipeline_t *pl)
+static dd_item_t *dd_pipeline_item_new(dd_pipeline_t *pl)
 {
     dd_item_t *item = pl->spare;
 
     if (!item)
-        return calloc(1, sizeof(*item));
+        return dd_item_new();
     pl->spare = item->next;
     pl->spare_cnt--;
-    memset(item, 0, sizeof(*item));
+    item->next = NULL; /* the rest was zeroed when it was recycled */
     return item;
-}
-
-static int dd_pipeline_latency_bucket(int64_t us)
-{
-    int o, idx;
-
-    if (us < 4)
-        return us < 0 ? 0 : (int)us;
-    o = 63 - __builtin_clzll((unsigned long long)us); /* us in [2^o, 2^(o+1)) */
-    idx = (o - 1) * 4 + (int)((us >> (o - 2)) & 3);
-    return idx < DD_LATENCY_BUCKETS ? idx : DD_LATENCY_BUCKETS - 1;
-}
-
-int64_t dd_pipeline_latency_us(const dd_stats_t *s, double q)
-{
-    uint64_t total = 0, seen = 0;
-
-    for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
-        total += s->latency_buckets[i];
-    for (int i = 0; total && i < DD_LATENCY_BUCKETS; i++) {
-        seen += s->latency_buckets[i];
-        if ((double)seen >= q * (double)total)
-            return i < 4 ? i + 1 : (int64_t)(5 + i % 4) << (i / 4 - 1);
-    }
-    return 0;
 }
 
 /* Per-message counters (messages, latencies) are kept by the main thread
@@ -162,9 +114,9 @@ static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_u
         dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
     pl->last_finish_ms = now_us / 1000;
-    pl->lat[dd_pipeline_latency_bucket(now_us - item->t_poll_us)]++;
+    pl->lat[dd_stats_latency_bucket(now_us - item->t_poll_us)]++;
     pl->lat_pending = 1;
-    dd_item_recycle(pl, item);
+    dd_pipeline_item_recycle(pl, item);
 }
 
 static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
@@ -296,8 +248,10 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 
     if (dd_parse_message_into(pl->pool, pl->doc, pl->conf, pl->tmpl, rkm->payload, rkm->len,
                               &item->json, item->key, &item->key_len, &reason, item->error,
-                              sizeof(item->error)) != DD_OK)
-        return dd_pipeline_reject(pl, item, reason);
+                              sizeof(item->error)) != DD_OK) {
+        dd_pipeline_reject(pl, item, reason);
+        return;
+    }
     /* Hashed here, from the document just parsed (one per thread, reused):
      * it is still in this core's cache. The lane skips hashed items; on
      * failure it parses and tries again itself, and stops the worker if
@@ -329,7 +283,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
         rd_kafka_message_destroy(rkm); /* from an assignment we no longer hold */
         return;
     }
-    item = dd_item_alloc(pl);
+    item = dd_pipeline_item_new(pl);
     if (!item || (item->seq = dd_ptrack_add(pt, rkm->offset)) == UINT64_MAX) {
         dd_log(DD_LOG_ERROR, "Out of memory; message will be redelivered.");
         free(item);
@@ -675,7 +629,7 @@ static void dd_pipeline_abandon_dlq(dd_pipeline_t *pl)
         pl->inflight--;
         pl->abandoned++;
         pl->abandoned_dlq++;
-        dd_item_free(pl, pl->dlq_retry);
+        dd_item_destroy(pl->dlq_retry, pl->pool);
     }
     if (pl->inflight != 0)
         dd_log(DD_LOG_ERROR, "%lld message(s) unaccounted for at shutdown.",
@@ -706,7 +660,7 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
         next = leftover->next;
         pl->inflight--;
         pl->abandoned++;
-        dd_item_free(pl, leftover);
+        dd_item_destroy(leftover, pl->pool);
     }
     dd_pipeline_abandon_dlq(pl);
 }

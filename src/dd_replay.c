@@ -29,6 +29,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "dd_claim.h"
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_db.h"
@@ -928,15 +929,6 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t u, char *errstr, size_t
 
 /* ---- judging a batch ---- */
 
-static void dd_replay_item_free(dd_item_t *item)
-{
-    if (!item) return;
-    cJSON_Delete(item->json);
-    if (item->rkm) rd_kafka_message_destroy(item->rkm);
-    free(item->response);
-    free(item);
-}
-
 static int dd_replay_item_cmp(const void *a, const void *b)
 {
     const dd_item_t *x = *(dd_item_t *const *)a, *y = *(dd_item_t *const *)b;
@@ -1111,11 +1103,11 @@ static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t er
             if (!rc)
                 rc = dd_replay_apply_push(rp, k->first, errstr, errstr_size);
             else
-                dd_replay_item_free(k->first);
+                dd_item_destroy(k->first, NULL);
         }
     }
     for (size_t i = 0; i < rp->n; i++)
-        dd_replay_item_free(rp->batch[i]);
+        dd_item_destroy(rp->batch[i], NULL);
     rp->n = 0;
     return rc;
 }
@@ -1143,7 +1135,7 @@ static int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
 static int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr,
                              size_t errstr_size)
 {
-    dd_item_t *item = calloc(1, sizeof(*item));
+    dd_item_t *item = dd_item_new();
 
     if (!item) {
         rd_kafka_message_destroy(rkm);
@@ -1249,7 +1241,7 @@ static int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, siz
                        list->rkm->offset, list->key, "Not repaired (%s): %s",
                        dd_reason2str(list->reason), list->error);
         rp->pending--;
-        dd_replay_item_free(list);
+        dd_item_destroy(list, NULL);
     }
     if (!rc && rp->sh.fatal) {
         dd_errstr_set(errstr, errstr_size, "%s", rp->sh.fatal_err);
@@ -1288,7 +1280,7 @@ static int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_s
     for (; leftover; leftover = next) {
         next = leftover->next;
         rp->pending--;
-        dd_replay_item_free(leftover);
+        dd_item_destroy(leftover, NULL);
     }
     return rc;
 }
@@ -1758,30 +1750,20 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
     return rc;
 }
 
-static void dd_replay_free_list(dd_item_t *list)
-{
-    dd_item_t *next;
-
-    for (; list; list = next) {
-        next = list->next;
-        dd_replay_item_free(list);
-    }
-}
-
 static void dd_replay_destroy(dd_replay_t *rp)
 {
     dd_item_t *leftover = NULL;
 
     if (!rp) return;
     for (size_t i = 0; i < rp->n; i++)
-        dd_replay_item_free(rp->batch[i]);
+        dd_item_destroy(rp->batch[i], NULL);
     if (rp->lane) {
         rp->sh.stop_hard = 1;
         dd_lane_join(rp->lane, &leftover);
     }
-    dd_replay_free_list(leftover);
+    dd_item_list_destroy(leftover, NULL);
     if (rp->sh_ready) {
-        dd_replay_free_list(rp->sh.done_head);
+        dd_item_list_destroy(rp->sh.done_head, NULL);
         pthread_mutex_destroy(&rp->sh.mu);
         pthread_cond_destroy(&rp->sh.cv);
     }

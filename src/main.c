@@ -131,8 +131,8 @@ static void dd_main_summary(dd_pipeline_t *pl)
     /* poll -> finished latency, and the time from the first message polled
      * to the last one finished (what the bench divides by) */
     printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f active_s=%.3f fetch_wait_s=%.3f\n",
-           (double)dd_pipeline_latency_us(&s, 0.50) / 1000.0,
-           (double)dd_pipeline_latency_us(&s, 0.99) / 1000.0,
+           (double)dd_stats_latency_us(&s, 0.50) / 1000.0,
+           (double)dd_stats_latency_us(&s, 0.99) / 1000.0,
            s.first_poll_ms ? (double)(s.last_finish_ms - s.first_poll_ms) / 1000.0 : 0.0,
            (double)s.fetch_wait_us / 1e6);
     fflush(stdout);

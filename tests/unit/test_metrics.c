@@ -133,7 +133,7 @@ START_TEST(test_histogram_cumulative)
     for (int i = 0; i < DD_BATCH_BUCKETS - 1; i++) {
         char v[64];
         snprintf(series, sizeof(series), "dedupd_batch_seconds_bucket{le=\"%g\"}",
-                 dd_batch_bucket_bounds[i]);
+                 dd_stats_batch_bounds[i]);
         ck_assert_ptr_nonnull(sample(text, series, v, sizeof(v)));
     }
     free(text);
