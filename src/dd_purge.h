@@ -20,11 +20,6 @@ typedef struct dd_purge_s dd_purge_t;
 int dd_purge_start(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size);
 void dd_purge_stop(dd_purge_t *purge); /* safe with NULL */
 
-/* The idempotency window in seconds implied by the configuration (how long
- * a message may be redelivered after it was first seen); `dedupd run` and
- * `dedupd check` warn about a dedup.ttl shorter than twice this. */
-int64_t dd_purge_window_s(const dd_conf_t *conf);
-
 /* `dedupd purge -c FILE` and `dedupd stats -c FILE`; argv[0] is the
  * command name. Return the exit code. */
 int dd_purge_main(int argc, char **argv);
