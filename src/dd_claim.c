@@ -598,7 +598,7 @@ int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claim
              * connection. ER_DUP_ENTRY on a deferred row: another consumer
              * has the key. */
             if (rc && kind == DD_FINISH_NEW && mysql_errno(mysql) == 1062)
-                rc = DD_CLAIM_RACED;
+                rc = DD_ERR_RACED;
         }
     }
     return rc;

@@ -15,7 +15,7 @@
  * same transaction: one row write instead of an insert and an update. The
  * unique key makes this exactly as safe as claiming first. A consumer that
  * inserts the key meanwhile holds its row lock until it commits; our insert
- * waits, then fails as a duplicate (DD_CLAIM_RACED). The caller rolls
+ * waits, then fails as a duplicate (DD_ERR_RACED). The caller rolls
  * everything back, business writes included, and replays the batch with
  * the locking claim, which then finds the other consumer's row.
  *
@@ -77,10 +77,6 @@ void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char
 #define DD_CLAIM_DEFER 2    /* implies PRECHECK: absent keys are claimed by the finish */
 #define DD_CLAIM_BLIND 4    /* test fault: the pre-check finds nothing (races every key) */
 
-/* dd_claim_finish: a deferred key was inserted by another transaction since
- * the pre-check. Roll back and replay without DD_CLAIM_DEFER. */
-#define DD_CLAIM_RACED (-110)
-
 /* Makes sure the server takes the largest statement a claim may need:
  * one finished row with a response of opts->max_response bytes (checked
  * now and after every reconnect). Statements with many rows are split by
@@ -113,7 +109,9 @@ void dd_claim_rows_free(dd_claim_rows_t *rows);
 /* Writes the outcome (status, response snapshot, error) of the keys this
  * batch owns: updates the claimed rows, inserts the deferred ones (as one
  * bulk execution where the server has it). Same transaction. Returns 0,
- * DD_CLAIM_RACED or a dd_err_t class. */
+ * DD_ERR_RACED (a deferred key was inserted by another transaction since
+ * the pre-check: roll back and replay without DD_CLAIM_DEFER) or the
+ * dd_err_t class of the database error. */
 int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
                     dd_buf_t *sql, dd_claim_rows_t *rows, char *errstr, size_t errstr_size);
 

@@ -30,6 +30,14 @@ const char *dd_err2str(dd_err_t err)
         return "invalid argument";
     case DD_ERR_IO:
         return "I/O error";
+    case DD_ERR_RACED:
+        return "claim raced another consumer";
+    case DD_ERR_RETRY:
+        return "handler asked to retry";
+    case DD_ERR_REDO:
+        return "transaction to run again with savepoints";
+    case DD_ERR_DECLINED:
+        return "batch declined by the handler";
     }
     return "unknown error";
 }
@@ -61,7 +69,7 @@ int64_t dd_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int dd_sleep_ms(int64_t ms, volatile const int *stop)
+int dd_sleep_ms(int64_t ms, const atomic_int *stop)
 {
     int64_t end = dd_now_ms() + ms;
 
@@ -69,7 +77,7 @@ int dd_sleep_ms(int64_t ms, volatile const int *stop)
         int64_t left = end - dd_now_ms();
         struct timespec ts;
 
-        if (stop && *stop)
+        if (stop && atomic_load(stop))
             return 1;
         if (left <= 0)
             return 0;
@@ -81,12 +89,13 @@ int dd_sleep_ms(int64_t ms, volatile const int *stop)
     }
 }
 
-volatile int dd_stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler stores an atomic_int");
+atomic_int dd_stop_requested;
 
 static void dd_signals_on_stop(int sig)
 {
     (void)sig;
-    dd_stop_requested = 1;
+    atomic_store(&dd_stop_requested, 1);
 }
 
 void dd_signals_install(void)

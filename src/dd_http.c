@@ -85,7 +85,7 @@ struct dd_http_s {
     /* prober thread and its cached answer, under mu */
     pthread_t prober;
     int prober_started;
-    volatile int stop;
+    atomic_int stop; /* set by dd_http_stop, read by the prober */
     pthread_mutex_t mu;
     dd_db_t *db;         /* prober thread only */
     int db_ok;           /* last ping answered */
@@ -308,7 +308,7 @@ static void *dd_http_prober_main(void *arg)
     dd_http_t *http = arg;
     char err[256], why[200];
 
-    while (!http->stop) {
+    while (!atomic_load(&http->stop)) {
         dd_stats_t s;
         int ok;
 
@@ -618,7 +618,7 @@ out:
 void dd_http_stop(dd_http_t *http)
 {
     if (!http) return;
-    http->stop = 1;
+    atomic_store(&http->stop, 1);
     if (http->mhd) MHD_stop_daemon(http->mhd);
     if (http->prober_started) pthread_join(http->prober, NULL);
     dd_db_close(http->db);

@@ -16,15 +16,15 @@
 #include <sys/time.h>
 #include <time.h>
 
-volatile int dd_log_level_cur = DD_LOG_INFO;
-static dd_log_format_t dd_log_format = DD_LOG_FMT_LOGFMT;
+atomic_int dd_log_level_cur = DD_LOG_INFO;
+static atomic_int dd_log_format = DD_LOG_FMT_LOGFMT; /* a dd_log_format_t */
 
 static const char *const dd_log_level_names[] = {"error", "warn", "info", "debug"};
 
 void dd_log_setup(dd_log_level_t level, dd_log_format_t format)
 {
-    dd_log_level_cur = (int)level;
-    dd_log_format = format;
+    atomic_store(&dd_log_level_cur, (int)level);
+    atomic_store(&dd_log_format, (int)format);
 }
 
 int dd_log_level_parse(const char *name)
@@ -57,9 +57,11 @@ static size_t dd_log_quote(char *out, size_t pos, size_t size, const char *s)
 static size_t dd_log_field(char *out, size_t pos, size_t size, const char *name, const char *val,
                            int quote)
 {
+    int json = atomic_load_explicit(&dd_log_format, memory_order_relaxed) == DD_LOG_FMT_JSON;
+
     if (pos + 4 >= size)
         return pos;
-    if (dd_log_format == DD_LOG_FMT_JSON) {
+    if (json) {
         pos += (size_t)snprintf(out + pos, size - pos, "%s\"%s\":", pos > 1 ? "," : "", name);
         if (pos >= size)
             return size - 1;
@@ -80,6 +82,7 @@ static size_t dd_log_field(char *out, size_t pos, size_t size, const char *name,
 static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partition,
                         int64_t offset, const char *biz_key, const char *text)
 {
+    int json = atomic_load_explicit(&dd_log_format, memory_order_relaxed) == DD_LOG_FMT_JSON;
     char line[4096], ts[40], num[32];
     struct timeval tv;
     struct tm tm;
@@ -90,12 +93,12 @@ static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partiti
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(ts + strlen(ts), sizeof(ts) - strlen(ts), ".%03dZ", (int)(tv.tv_usec / 1000));
 
-    if (dd_log_format == DD_LOG_FMT_JSON)
+    if (json)
         line[pos++] = '{';
     line[pos] = '\0';
     pos = dd_log_field(line, pos, sizeof(line), "ts", ts, 1);
     pos = dd_log_field(line, pos, sizeof(line), "level", dd_log_level_names[level],
-                       dd_log_format == DD_LOG_FMT_JSON);
+                       json);
     if (topic) {
         pos = dd_log_field(line, pos, sizeof(line), "topic", topic, 1);
         snprintf(num, sizeof(num), "%d", (int)partition);
@@ -106,7 +109,7 @@ static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partiti
     if (biz_key)
         pos = dd_log_field(line, pos, sizeof(line), "key", biz_key, 1);
     pos = dd_log_field(line, pos, sizeof(line), "msg", text, 1);
-    if (dd_log_format == DD_LOG_FMT_JSON && pos + 2 < sizeof(line))
+    if (json && pos + 2 < sizeof(line))
         line[pos++] = '}';
     if (pos + 1 < sizeof(line))
         line[pos++] = '\n';

@@ -5,19 +5,19 @@
  */
 #include "dd_pipeline.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "dd_claim.h"
 #include "dd_common.h"
 #include "dd_dlq.h"
 #include "dd_hash.h"
 #include "dd_item.h"
 #include "dd_json.h"
-#include "dd_lane.h"
+#include "dd_lanes.h"
 #include "dd_log.h"
 #include "dd_offsets.h"
 #include "dd_parse.h"
@@ -25,24 +25,23 @@
 
 struct dd_pipeline_s {
     const dd_conf_t *conf;
-    dd_lane_shared_t sh;
+    dd_lanes_t *lanes;
+    pthread_mutex_t mu; /* guards stats and lags: read by other threads */
+    dd_stats_t stats;   /* the consumer's part; the lanes keep theirs */
     dd_key_tmpl_t *tmpl;
     dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
     dd_hash_spec_t *hspec;
     dd_parse_pool_t *pool; /* where items' parsed payloads live */
     dd_json_doc_t *doc;    /* the strict document of the message being routed */
-    char owner[128];
 
     dd_offsets_t *offs;
     dd_source_t *src;
     dd_dlq_t *dlq;
-    dd_lane_t **lanes;
-    int nlanes;
 
     int64_t inflight;     /* items alive: polled and not yet finished */
     int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
     int64_t last_finish_ms;
-    uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in sh.stats */
+    uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in stats */
     int lat_pending;
     uint64_t messages;     /* consumed, each once; published by counters_flush */
     int64_t first_poll_ms; /* when the first message was polled */
@@ -54,7 +53,7 @@ struct dd_pipeline_s {
     int closing;          /* shutdown: dead letters are no longer sent */
     int64_t abandoned;    /* see dd_stats_t */
     int64_t abandoned_dlq;
-    dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under sh.mu */
+    dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under mu */
     size_t lag_cnt, lag_cap;
     int64_t lag_refresh_ms;
 };
@@ -92,16 +91,16 @@ static dd_item_t *dd_pipeline_item_new(dd_pipeline_t *pl)
 }
 
 /* Per-message counters (messages, latencies) are kept by the main thread
- * without the lock and published in batches; call with sh.mu held. */
+ * without the lock and published in batches; call with mu held. */
 static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
 {
-    pl->sh.stats.messages = pl->messages;
-    pl->sh.stats.first_poll_ms = pl->first_poll_ms;
-    pl->sh.stats.fetch_wait_us = pl->fetch_wait_us;
+    pl->stats.messages = pl->messages;
+    pl->stats.first_poll_ms = pl->first_poll_ms;
+    pl->stats.fetch_wait_us = pl->fetch_wait_us;
     if (!pl->lat_pending)
         return;
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
-        pl->sh.stats.latency_buckets[i] += pl->lat[i];
+        pl->stats.latency_buckets[i] += pl->lat[i];
     memset(pl->lat, 0, sizeof(pl->lat));
     pl->lat_pending = 0;
 }
@@ -150,9 +149,9 @@ static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_a
     dd_item_t *item = opaque;
 
     if (!err) {
-        pthread_mutex_lock(&pl->sh.mu);
-        pl->sh.stats.dead_letters[item->reason]++;
-        pthread_mutex_unlock(&pl->sh.mu);
+        pthread_mutex_lock(&pl->mu);
+        pl->stats.dead_letters[item->reason]++;
+        pthread_mutex_unlock(&pl->mu);
         dd_pipeline_finish(pl, item, dd_now_us());
         return;
     }
@@ -196,7 +195,7 @@ static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
     dd_item_t *list, *next;
     int64_t now_us;
 
-    list = dd_lane_take_done(&pl->sh, wait_ms);
+    list = dd_lanes_take_done(pl->lanes, wait_ms);
     now_us = list ? dd_now_us() : 0;
 
     for (; list; list = next) {
@@ -226,15 +225,6 @@ static void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t r
     dd_pipeline_send_dlq(pl, item);
 }
 
-static uint32_t dd_pipeline_key_hash(const char *key, size_t len)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)key[i]) * 16777619u;
-    return h;
-}
-
 /* The same parse rules as `dedupd replay` (dd_parse.c), so replay judges a
  * message exactly as the consumer did. */
 static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
@@ -244,7 +234,6 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 
     char lane_key[DD_KEY_MAX + 1], why[8];
     size_t lane_len = 0;
-    uint32_t h;
 
     if (dd_parse_message_into(pl->pool, pl->doc, pl->conf, pl->tmpl, rkm->payload, rkm->len,
                               &item->json, item->key, &item->key_len, &reason, item->error,
@@ -261,10 +250,9 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
      * so every copy of a key goes to the same lane. */
     if (pl->lane_tmpl &&
         dd_key_render(pl->lane_tmpl, pl->doc, lane_key, &lane_len, why, sizeof(why)) == DD_KEY_OK)
-        h = dd_pipeline_key_hash(lane_key, lane_len);
+        dd_lanes_push(pl->lanes, lane_key, lane_len, item);
     else
-        h = dd_pipeline_key_hash(item->key, item->key_len);
-    dd_lane_push(pl->lanes[h % (uint32_t)pl->nlanes], item);
+        dd_lanes_push(pl->lanes, item->key, item->key_len, item);
 }
 
 static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
@@ -352,7 +340,8 @@ static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition
      * offsets can be committed before someone else takes over. Waiting is
      * only an optimisation: the database would recognise the redelivered
      * messages as duplicates anyway. */
-    while (!lost && !pl->sh.fatal && !pl->sh.stop_hard && dd_now_ms() < deadline &&
+    while (!lost && !dd_lanes_failed(pl->lanes, NULL, 0) && !dd_lanes_stopped(pl->lanes) &&
+           dd_now_ms() < deadline &&
            dd_pipeline_inflight_of(pl, parts) > 0)
         dd_pipeline_drain(pl, 10);
     if (!lost)
@@ -399,14 +388,14 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
 
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++)
         assigned += dd_offsets_at(pl->offs, i)->assigned ? 1 : 0;
-    pthread_mutex_lock(&pl->sh.mu);
-    pl->sh.stats.inflight = pl->inflight;
-    pl->sh.stats.assigned = (int)assigned;
-    pl->sh.stats.last_loop_ms = now;
-    pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    pthread_mutex_lock(&pl->mu);
+    pl->stats.inflight = pl->inflight;
+    pl->stats.assigned = (int)assigned;
+    pl->stats.last_loop_ms = now;
+    pl->stats.last_finish_ms = pl->last_finish_ms;
     dd_pipeline_counters_flush(pl);
-    pl->sh.stats.running = 1;
-    pthread_mutex_unlock(&pl->sh.mu);
+    pl->stats.running = 1;
+    pthread_mutex_unlock(&pl->mu);
     if (now - pl->lag_refresh_ms < 2000)
         return;
     pl->lag_refresh_ms = now;
@@ -417,7 +406,7 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
         pl->lags = lags;
         pl->lag_cap = assigned;
     }
-    pthread_mutex_lock(&pl->sh.mu);
+    pthread_mutex_lock(&pl->mu);
     for (size_t i = 0; i < dd_offsets_count(pl->offs) && n < pl->lag_cap; i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
         int64_t lo, hi;
@@ -432,7 +421,7 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
         n++;
     }
     pl->lag_cnt = n;
-    pthread_mutex_unlock(&pl->sh.mu);
+    pthread_mutex_unlock(&pl->mu);
 }
 
 /* 1 when an assigned partition has more on the broker than was polled from
@@ -574,11 +563,8 @@ static int dd_pipeline_start(dd_pipeline_t *pl, int exit_at_end, char *errstr,
         rc = DD_OK;
         dd_sleep_ms(1000, NULL);
     }
-    pl->lanes = calloc((size_t)pl->nlanes, sizeof(*pl->lanes));
-    if (!pl->lanes)
-        rc = rc ? rc : DD_ERR_NOMEM;
-    for (int i = 0; !rc && i < pl->nlanes; i++)
-        rc = dd_lane_start(&pl->lanes[i], &pl->sh, i, errstr, errstr_size);
+    if (!rc)
+        rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
     if (!rc)
         rc = dd_source_subscribe(pl->src, errstr, errstr_size);
     return rc;
@@ -642,8 +628,9 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
 {
     dd_item_t *leftover = NULL, *next;
 
-    pl->sh.stop_soft = 1;
-    while (pl->dlq && pl->inflight > 0 && !pl->sh.fatal && dd_now_ms() < deadline) {
+    dd_lanes_finish(pl->lanes);
+    while (pl->dlq && pl->inflight > 0 && !dd_lanes_failed(pl->lanes, NULL, 0) &&
+           dd_now_ms() < deadline) {
         dd_pipeline_drain(pl, 10);
         if (pl->dlq_retry || dd_dlq_flush(pl->dlq, 0) > 0)
             dd_dlq_poll(pl->dlq, 10);
@@ -651,11 +638,7 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
     if (pl->inflight > 0)
         dd_log(DD_LOG_WARN, "Shutdown timeout: abandoning %lld unfinished message(s); they will be "
                "redelivered.", (long long)pl->inflight);
-    pl->sh.stop_hard = 1;
-    for (int i = 0; pl->lanes && i < pl->nlanes; i++) {
-        dd_lane_join(pl->lanes[i], &leftover);
-        pl->lanes[i] = NULL;
-    }
+    dd_lanes_stop(pl->lanes, &leftover);
     for (; leftover; leftover = next) {
         next = leftover->next;
         pl->inflight--;
@@ -692,14 +675,14 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
 /* Most messages taken from the consumer per turn of the main loop. */
 #define DD_PIPELINE_POLL_BURST 64
 
-int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
+int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, char *errstr,
                     size_t errstr_size)
 {
     int rc = dd_pipeline_start(pl, exit_at_end, errstr, errstr_size);
     int64_t last_progress_log = dd_now_ms(), last_commit = 0, end_since = 0;
     int end;
 
-    while (!rc && !pl->sh.fatal && !*stop) {
+    while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop)) {
         rd_kafka_message_t *rkm;
         int64_t poll_us;
 
@@ -740,20 +723,18 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
             last_progress_log = dd_now_ms();
         }
     }
-    if (pl->lanes)
+    if (!dd_lanes_stopped(pl->lanes))
         dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
-    pthread_mutex_lock(&pl->sh.mu);
-    pl->sh.stats.running = 0;
-    pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    pthread_mutex_lock(&pl->mu);
+    pl->stats.running = 0;
+    pl->stats.last_finish_ms = pl->last_finish_ms;
     dd_pipeline_counters_flush(pl);
-    pl->sh.stats.inflight = pl->inflight;
-    pl->sh.stats.abandoned = pl->abandoned;
-    pl->sh.stats.abandoned_dlq = pl->abandoned_dlq;
-    pthread_mutex_unlock(&pl->sh.mu);
-    if (pl->sh.fatal) {
-        dd_errstr_set(errstr, errstr_size, "%s", pl->sh.fatal_err);
+    pl->stats.inflight = pl->inflight;
+    pl->stats.abandoned = pl->abandoned;
+    pl->stats.abandoned_dlq = pl->abandoned_dlq;
+    pthread_mutex_unlock(&pl->mu);
+    if (dd_lanes_failed(pl->lanes, errstr, errstr_size))
         rc = DD_ERR_FATAL;
-    }
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);
         if (crc && exit_at_end)
@@ -768,7 +749,6 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
                     size_t errstr_size)
 {
     dd_pipeline_t *pl = calloc(1, sizeof(*pl));
-    char host[64] = "localhost";
     int rc;
 
     *plp = NULL;
@@ -777,16 +757,10 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
         return DD_ERR_NOMEM;
     }
     pl->conf = conf;
-    pl->nlanes = conf->workers > 0 ? conf->workers : 1;
-    pthread_mutex_init(&pl->sh.mu, NULL);
-    pthread_cond_init(&pl->sh.cv, NULL);
-    pl->sh.conf = conf;
-    pl->sh.h = h;
-    dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
-    gethostname(host, sizeof(host) - 1);
-    snprintf(pl->owner, sizeof(pl->owner), "%s:%d", host, (int)getpid());
-    dd_claim_opts_init(&pl->sh.copts, conf, pl->owner);
-    rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
+    pthread_mutex_init(&pl->mu, NULL);
+    rc = dd_lanes_new(&pl->lanes, conf, h, conf->workers, NULL, errstr, errstr_size);
+    if (!rc)
+        rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
     if (!rc && conf->dedup.lane_key)
         rc = dd_key_tmpl_new(&pl->lane_tmpl, conf->dedup.lane_key, errstr, errstr_size);
     if (!rc)
@@ -800,29 +774,29 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     }
     if (rc) {
         dd_pipeline_destroy(pl);
-        return DD_ERR_CONFIG;
+        return rc;
     }
-    pl->sh.hspec = pl->hspec;
     *plp = pl;
     return DD_OK;
 }
 
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
 {
-    pthread_mutex_lock(&pl->sh.mu);
-    *out = pl->sh.stats;
-    pthread_mutex_unlock(&pl->sh.mu);
+    pthread_mutex_lock(&pl->mu);
+    *out = pl->stats;
+    pthread_mutex_unlock(&pl->mu);
+    dd_lanes_stats(pl->lanes, out);
 }
 
 size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max)
 {
     size_t n;
 
-    pthread_mutex_lock(&pl->sh.mu);
+    pthread_mutex_lock(&pl->mu);
     n = pl->lag_cnt;
     if (n && max)
         memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
-    pthread_mutex_unlock(&pl->sh.mu);
+    pthread_mutex_unlock(&pl->mu);
     return n;
 }
 
@@ -832,11 +806,8 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
 
     if (!pl)
         return;
-    if (pl->lanes) {
-        pl->sh.stop_hard = 1;
+    if (pl->lanes && !dd_lanes_stopped(pl->lanes))
         dd_pipeline_stop_lanes(pl, 0);
-        free(pl->lanes);
-    }
     /* Every message was released (dd_pipeline_abandon_dlq): the consumer's
      * destroy waits for none. */
     dd_source_destroy(pl->src); /* leaves the group; revoke finds nothing in flight */
@@ -845,6 +816,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
         next = pl->spare->next;
         free(pl->spare);
     }
+    dd_lanes_destroy(pl->lanes); /* before the pool: its items release into it */
     dd_offsets_destroy(pl->offs);
     free(pl->lags);
     dd_key_tmpl_destroy(pl->tmpl);
@@ -852,7 +824,6 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_hash_spec_destroy(pl->hspec);
     dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
     dd_json_doc_destroy(pl->doc);
-    pthread_mutex_destroy(&pl->sh.mu);
-    pthread_cond_destroy(&pl->sh.cv);
+    pthread_mutex_destroy(&pl->mu);
     free(pl);
 }

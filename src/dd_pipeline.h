@@ -12,6 +12,7 @@
 #ifndef DD_PIPELINE_H
 #define DD_PIPELINE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,7 +30,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
  * shutdown_timeout) or, with exit_at_end, until every assigned partition is
  * applied and committed up to its end offset at start. Returns 0 or a
  * negative dd_err_t (fatal: exit non-zero). */
-int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
+int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, char *errstr,
                     size_t errstr_size);
 
 /* A consistent copy of the counters and gauges (any thread). */

@@ -34,7 +34,7 @@ struct dd_purge_s {
     const dd_conf_t *conf;
     dd_db_t *db; /* the purge thread's own connection, opened lazily */
     pthread_t thread;
-    volatile int stop;
+    atomic_int stop; /* set by dd_purge_stop, read by the thread */
 };
 
 typedef struct {
@@ -67,7 +67,7 @@ static int dd_purge_delete(dd_db_t *db, const char *sql, uint64_t *n, char *errs
 
 /* Deletes expired, finished rows batch by batch until a batch comes back
  * short or *stop is set. Each DELETE autocommits on its own. */
-static int dd_purge_pass(dd_db_t *db, const dd_conf_t *conf, volatile const int *stop,
+static int dd_purge_pass(dd_db_t *db, const dd_conf_t *conf, const atomic_int *stop,
                          dd_purge_result_t *res, char *errstr, size_t errstr_size)
 {
     char sql[256];
@@ -171,7 +171,7 @@ int dd_purge_start(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, siz
 void dd_purge_stop(dd_purge_t *purge)
 {
     if (!purge) return;
-    purge->stop = 1;
+    atomic_store(&purge->stop, 1);
     pthread_join(purge->thread, NULL);
     dd_db_close(purge->db);
     free(purge);

@@ -38,7 +38,7 @@
 #include "dd_item.h"
 #include "dd_json.h"
 #include "dd_key.h"
-#include "dd_lane.h"
+#include "dd_lanes.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
 #include "dd_parse.h"
@@ -145,11 +145,8 @@ typedef struct {
 
     /* --apply */
     dd_handler_t *h;
-    dd_lane_shared_t sh;
-    int sh_ready;
-    dd_lane_t *lane;
+    dd_lanes_t *lanes; /* one lane */
     int64_t pending;
-    char owner[128];
 
     dd_replay_sum_t sum;
     int64_t t0_ms, progress_ms;
@@ -655,7 +652,7 @@ static int64_t dd_replay_last_ts(dd_replay_t *rp, const dd_replay_part_t *pt)
 
     rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = pt->high - 1;
     rd_kafka_assign(rp->rk, list);
-    while (ts < 0 && dd_now_ms() < deadline && !dd_stop_requested) {
+    while (ts < 0 && dd_now_ms() < deadline && !atomic_load(&dd_stop_requested)) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rp->rk, 100);
         if (rkm && !rkm->err && rkm->partition == pt->partition &&
             !strcmp(rd_kafka_topic_name(rkm->rkt), pt->topic))
@@ -1167,22 +1164,12 @@ static int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *err
 static int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = rp->conf;
-    char host[64] = "localhost";
     int rc;
 
     rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
-    if (rc) return rc;
-    dd_handler_set_max_response(rp->h, (size_t)conf->handler.max_response_bytes);
-    pthread_mutex_init(&rp->sh.mu, NULL);
-    pthread_cond_init(&rp->sh.cv, NULL);
-    rp->sh_ready = 1;
-    gethostname(host, sizeof(host) - 1);
-    snprintf(rp->owner, sizeof(rp->owner), "%s:%d replay", host, (int)getpid());
-    rp->sh.conf = conf;
-    rp->sh.h = rp->h;
-    rp->sh.hspec = rp->hspec;
-    dd_claim_opts_init(&rp->sh.copts, conf, rp->owner);
-    return dd_lane_start(&rp->lane, &rp->sh, 0, errstr, errstr_size);
+    if (!rc) rc = dd_lanes_new(&rp->lanes, conf, rp->h, 1, "replay", errstr, errstr_size);
+    if (!rc) rc = dd_lanes_start(rp->lanes, errstr, errstr_size);
+    return rc;
 }
 
 /* Records the lane's verdicts in dd_replay_key: one statement for the
@@ -1229,7 +1216,7 @@ static int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, siz
     dd_item_t *list, *next;
     int rc;
 
-    list = dd_lane_take_done(&rp->sh, wait_ms);
+    list = dd_lanes_take_done(rp->lanes, wait_ms);
     rc = dd_replay_apply_record(rp, list, errstr, errstr_size);
     for (; list; list = next) {
         next = list->next;
@@ -1243,10 +1230,7 @@ static int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, siz
         rp->pending--;
         dd_item_destroy(list, NULL);
     }
-    if (!rc && rp->sh.fatal) {
-        dd_errstr_set(errstr, errstr_size, "%s", rp->sh.fatal_err);
-        rc = DD_ERR_FATAL;
-    }
+    if (!rc && dd_lanes_failed(rp->lanes, errstr, errstr_size)) rc = DD_ERR_FATAL;
     return rc;
 }
 
@@ -1256,7 +1240,7 @@ static int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, 
 
     item->next = NULL;
     rp->pending++;
-    dd_lane_push(rp->lane, item);
+    dd_lanes_push(rp->lanes, item->key, item->key_len, item);
     while (!rc && rp->pending >= DD_REPLAY_MAX_PENDING)
         rc = dd_replay_apply_drain(rp, 100, errstr, errstr_size);
     return rc;
@@ -1268,14 +1252,12 @@ static int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_s
     dd_item_t *leftover = NULL, *next;
     int rc = DD_OK;
 
-    if (!rp->lane) return DD_OK;
-    rp->sh.stop_soft = 1;
+    if (!rp->lanes || dd_lanes_stopped(rp->lanes)) return DD_OK;
+    dd_lanes_finish(rp->lanes);
     /* After SIGINT/SIGTERM only the transaction under way is finished. */
-    while (!rc && rp->pending > 0 && !dd_stop_requested)
+    while (!rc && rp->pending > 0 && !atomic_load(&dd_stop_requested))
         rc = dd_replay_apply_drain(rp, 100, errstr, errstr_size);
-    rp->sh.stop_hard = 1;
-    dd_lane_join(rp->lane, &leftover);
-    rp->lane = NULL;
+    dd_lanes_stop(rp->lanes, &leftover);
     if (!rc) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size); /* the last transaction */
     for (; leftover; leftover = next) {
         next = leftover->next;
@@ -1706,10 +1688,10 @@ static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
     int rc = DD_OK;
 
     rp->t0_ms = dd_now_ms();
-    while (!rc && rp->parts_left > 0 && !dd_stop_requested) {
+    while (!rc && rp->parts_left > 0 && !atomic_load(&dd_stop_requested)) {
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rp->rk, 100);
         if (rkm) rc = dd_replay_take(rp, rkm, errstr, errstr_size);
-        if (!rc && rp->lane) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size);
+        if (!rc && rp->lanes) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size);
         dd_replay_progress(rp, 0);
     }
     if (!rc) rc = dd_replay_flush(rp, errstr, errstr_size);
@@ -1752,21 +1734,10 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
 
 static void dd_replay_destroy(dd_replay_t *rp)
 {
-    dd_item_t *leftover = NULL;
-
     if (!rp) return;
     for (size_t i = 0; i < rp->n; i++)
         dd_item_destroy(rp->batch[i], NULL);
-    if (rp->lane) {
-        rp->sh.stop_hard = 1;
-        dd_lane_join(rp->lane, &leftover);
-    }
-    dd_item_list_destroy(leftover, NULL);
-    if (rp->sh_ready) {
-        dd_item_list_destroy(rp->sh.done_head, NULL);
-        pthread_mutex_destroy(&rp->sh.mu);
-        pthread_cond_destroy(&rp->sh.cv);
-    }
+    dd_lanes_destroy(rp->lanes); /* before the handler it calls */
     dd_handler_destroy(rp->h);
     if (rp->rk) {
         rd_kafka_consumer_close(rp->rk);
@@ -1812,7 +1783,7 @@ int dd_replay_main(int argc, char **argv)
         rc = arc;
         snprintf(err, sizeof(err), "%s", aerr);
     }
-    complete = !dd_stop_requested && rp->parts_left == 0;
+    complete = !atomic_load(&dd_stop_requested) && rp->parts_left == 0;
     if (!rc) rc = dd_replay_report(rp, complete, err, sizeof(err));
     if (!rc) dd_replay_print_summary(rp, complete);
     if (rc)
