@@ -298,7 +298,7 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
 
     /* Where each partition resumes: needed to know when --exit-at-end is
      * reached for partitions that bring no new messages. */
-    err = rd_kafka_committed(dd_source_rk(pl->src), committed, 10000);
+    err = dd_source_committed(pl->src, committed, 10000);
     if (err)
         dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
     for (int i = 0; i < committed->cnt; i++) {
@@ -368,17 +368,6 @@ static void dd_pipeline_rebalance(void *arg, int assign,
 
 /* ---- the loop ---- */
 
-/* A partition's high watermark as librdkafka last saw it (no broker round
- * trip), -1 unknown; its low one in *lo. */
-static int64_t dd_pipeline_high(dd_pipeline_t *pl, const dd_ptrack_t *pt, int64_t *lo)
-{
-    int64_t hi = -1;
-
-    *lo = -1;
-    rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, lo, &hi);
-    return hi;
-}
-
 /* Publishes the gauges and, every few seconds, the consumer lag computed
  * from librdkafka's cached high watermarks. */
 static void dd_pipeline_publish(dd_pipeline_t *pl)
@@ -412,7 +401,7 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
         int64_t lo, hi;
         if (!pt->assigned)
             continue;
-        hi = dd_pipeline_high(pl, pt, &lo);
+        hi = dd_source_high(pl->src, pt->topic, pt->partition, &lo);
         snprintf(pl->lags[n].topic, sizeof(pl->lags[n].topic), "%s", pt->topic);
         pl->lags[n].partition = pt->partition;
         pl->lags[n].lag = hi < 0 ? -1 : pt->next >= 0 ? hi - pt->next : hi - (lo > 0 ? lo : 0);
@@ -433,7 +422,7 @@ static int dd_pipeline_behind(dd_pipeline_t *pl)
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
         int64_t lo, polled;
         if (!pt->assigned || (polled = dd_ptrack_polled_end(pt)) < 0) continue;
-        if (dd_pipeline_high(pl, pt, &lo) > polled + 1) return 1;
+        if (dd_source_high(pl->src, pt->topic, pt->partition, &lo) > polled + 1) return 1;
     }
     return 0;
 }
@@ -665,7 +654,7 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
         if (!rc)
             break;
         dd_pipeline_drain(pl, 0);
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), 500);
+        rd_kafka_message_t *rkm = dd_source_poll(pl->src, 500);
         if (rkm)
             rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
     }
@@ -703,14 +692,14 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
             continue;
         }
         poll_us = dd_now_us();
-        rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
+        rkm = dd_source_poll(pl->src, pl->inflight > 0 ? 2 : 100);
         if (!rkm) dd_pipeline_poll_empty(pl, poll_us);
         /* Take a burst of already fetched messages per turn: the bookkeeping
          * above walks every partition and need not run for each message. */
         for (int burst = 1; rkm; burst++) {
             dd_pipeline_message(pl, rkm);
             rkm = burst < DD_PIPELINE_POLL_BURST && pl->inflight < pl->conf->batch.max_inflight
-                      ? rd_kafka_consumer_poll(dd_source_rk(pl->src), 0)
+                      ? dd_source_poll(pl->src, 0)
                       : NULL;
         }
         if (dd_now_ms() - last_progress_log > 10000) {

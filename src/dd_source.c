@@ -164,6 +164,26 @@ rd_kafka_t *dd_source_rk(dd_source_t *src)
     return src->rk;
 }
 
+rd_kafka_message_t *dd_source_poll(dd_source_t *src, int timeout_ms)
+{
+    return rd_kafka_consumer_poll(src->rk, timeout_ms);
+}
+
+rd_kafka_resp_err_t dd_source_committed(dd_source_t *src, rd_kafka_topic_partition_list_t *parts,
+                                        int timeout_ms)
+{
+    return rd_kafka_committed(src->rk, parts, timeout_ms);
+}
+
+int64_t dd_source_high(dd_source_t *src, const char *topic, int32_t partition, int64_t *lo)
+{
+    int64_t hi = -1;
+
+    *lo = -1;
+    rd_kafka_get_watermark_offsets(src->rk, topic, partition, lo, &hi);
+    return hi;
+}
+
 int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size)
 {
     rd_kafka_topic_partition_list_t *topics =
