@@ -4,7 +4,7 @@
  * committed up to a message whose handler asked to retry, which is retried
  * with backoff. The transaction itself is dd_lane_txn.c.
  */
-#include "dd_lane.h"
+#include "dd_lanes_int.h"
 
 #include <errno.h>
 #include <stdio.h>

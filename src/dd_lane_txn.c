@@ -6,7 +6,7 @@
  * writes included, and says how the lane goes on: a dd_err_t class, or one
  * of the transaction outcomes DD_ERR_RACED, _RETRY, _REDO and _DECLINED.
  */
-#include "dd_lane.h"
+#include "dd_lanes_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * run` and `dedupd replay --apply` alike, so both apply a message through
  * the same claim + handler transaction with the same options.
  */
-#include "dd_lane.h"
+#include "dd_lanes_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * dd_lanes.c (the group), dd_lane.c (one lane's thread: queue, batches,
  * retries) and dd_lane_txn.c (one batch's transaction).
  */
-#ifndef DD_LANE_H
-#define DD_LANE_H
+#ifndef DD_LANES_INT_H
+#define DD_LANES_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -99,4 +99,4 @@ void dd_lanes_set_fatal(dd_lanes_t *lanes, int idx, const char *err);
 int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at, dd_stats_t *d,
                 char *errstr, size_t errstr_size);
 
-#endif /* DD_LANE_H */
+#endif /* DD_LANES_INT_H */
