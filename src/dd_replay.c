@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
@@ -67,13 +68,15 @@ static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
 static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     dd_replay_args_t *args = rp->args;
-    dd_conf_t *conf;
-    int rc = dd_conf_load(&rp->conf, args->config, errstr, errstr_size);
+    const dd_conf_t *conf = rp->conf;
+    int rc;
 
-    if (rc) return rc;
-    conf = rp->conf;
-    dd_log_setup((dd_log_level_t)conf->log.level, (dd_log_format_t)conf->log.format);
-    for (int i = 0; !args->topic_cnt && i < conf->kafka.topic_cnt && i < DD_REPLAY_MAX_TOPICS; i++)
+    if (!args->topic_cnt && conf->kafka.topic_cnt > DD_REPLAY_MAX_TOPICS) {
+        dd_errstr_set(errstr, errstr_size, "kafka.topics has %d topics, replay reads at most %d: "
+                      "name them with --topic", conf->kafka.topic_cnt, DD_REPLAY_MAX_TOPICS);
+        return DD_ERR_ARG;
+    }
+    for (int i = 0; !args->topic_cnt && i < conf->kafka.topic_cnt; i++)
         args->topics[i] = conf->kafka.topics[i];
     if (!args->topic_cnt) args->topic_cnt = conf->kafka.topic_cnt;
     rc = dd_key_tmpl_new(&rp->tmpl, conf->dedup.key, errstr, errstr_size);
@@ -113,33 +116,30 @@ static void dd_replay_destroy(dd_replay_t *rp)
     dd_key_tmpl_destroy(rp->tmpl);
     dd_hash_spec_destroy(rp->hspec);
     dd_json_doc_destroy(rp->doc);
-    dd_conf_destroy(rp->conf);
     free(rp->parts);
     free(rp);
 }
 
 
-int dd_replay_main(int argc, char **argv)
+static void dd_replay_release(void *opts)
 {
-    dd_replay_args_t args;
+    free(((dd_replay_args_t *)opts)->parts);
+}
+
+static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
+{
     dd_replay_t *rp = NULL;
     char err[1024] = "", aerr[1024] = "";
     int rc, arc, complete;
 
-    memset(&args, 0, sizeof(args));
-    rc = dd_replay_args_parse(&args, argc, argv);
-    if (rc) {
-        free(args.parts);
-        return rc < 0 ? 0 : rc;
-    }
     dd_signals_install();
     rp = calloc(1, sizeof(*rp));
     if (!rp) {
-        free(args.parts);
         fprintf(stderr, "dedupd replay: out of memory\n");
-        return 1;
+        return DD_EXIT_FAIL;
     }
-    rp->args = &args;
+    rp->args = opts;
+    rp->conf = conf;
     rc = dd_replay_setup(rp, err, sizeof(err));
     if (!rc) rc = dd_replay_consume(rp, err, sizeof(err));
     arc = dd_replay_apply_finish(rp, aerr, sizeof(aerr));
@@ -155,6 +155,38 @@ int dd_replay_main(int argc, char **argv)
     else if (!complete)
         fprintf(stderr, "dedupd replay: interrupted; the report covers what was read.\n");
     dd_replay_destroy(rp);
-    free(args.parts);
-    return rc || !complete ? 1 : 0;
+    return rc || !complete ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
+
+const dd_cmd_t dd_cmd_replay = {
+    .name = "replay",
+    .args = "-c FILE --from POS [--to POS] [options]",
+    .summary = "reconcile the database with a topic",
+    .help =
+        "usage: dedupd replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
+        "                     [--topic T]... [--partitions 0,2,4-7] [--apply]\n"
+        "                     [--report FILE] [--format json|csv] [--orphans]\n"
+        "\n"
+        "Reads [--from, --to) of each partition (assign, no group, no commits) and\n"
+        "compares every message's business key and request hash with the dedup table.\n"
+        "TIME: ISO-8601 with a zone (2026-11-29T10:00:00Z) or back from now (-2h, -30m).\n"
+        "OFFSET applies to every partition; --to is exclusive and defaults to the end\n"
+        "offsets when replay starts. --topic defaults to the configured topics.\n"
+        "\n"
+        "Options:\n"
+        "  -c, --config FILE   configuration file (libconfig)\n"
+        "  --apply     run missing keys (and failed ones when dedup.retry_failed) through\n"
+        "              the claim + handler transaction; report-only without it\n"
+        "  --orphans   also list dedup rows first seen in the range whose key is not in it\n"
+        "  --report    write the report to FILE instead of stdout\n"
+        "  --format    json (the default) or csv\n"
+        "  -h, --help  this text\n"
+        "\n"
+        "Exit status: 0 report written (see its summary), 1 error or interrupted,\n"
+        "2 usage error.\n",
+    .flags = DD_CMD_CONFIG,
+    .opts_size = sizeof(dd_replay_args_t),
+    .parse = dd_replay_args_parse,
+    .run = dd_replay_cmd_run,
+    .release = dd_replay_release,
+};

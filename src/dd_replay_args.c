@@ -246,26 +246,6 @@ out:
     return rc;
 }
 
-void dd_replay_usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: dedupd replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
-        "                     [--topic T]... [--partitions 0,2,4-7] [--apply]\n"
-        "                     [--report FILE] [--format json|csv] [--orphans]\n"
-        "\n"
-        "Reads [--from, --to) of each partition (assign, no group, no commits) and\n"
-        "compares every message's business key and request hash with the dedup table.\n"
-        "TIME: ISO-8601 with a zone (2026-11-29T10:00:00Z) or back from now (-2h, -30m).\n"
-        "OFFSET applies to every partition; --to is exclusive and defaults to the end\n"
-        "offsets when replay starts. --topic defaults to the configured topics.\n"
-        "  --apply     run missing keys (and failed ones when dedup.retry_failed) through\n"
-        "              the claim + handler transaction; report-only without it\n"
-        "  --orphans   also list dedup rows first seen in the range whose key is not in it\n"
-        "  --report    write the report to FILE instead of stdout\n"
-        "Exit: 0 report written (see its summary), 1 error or interrupted, 2 usage.\n");
-}
-
 static int dd_replay_add_topics(dd_replay_args_t *args, char *list)
 {
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -283,9 +263,6 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
     char err[512];
 
     switch (c) {
-    case 'c':
-        args->config = arg;
-        return 0;
     case 'f':
     case 't':
         if (dd_replay_pos_parse(arg, now, c == 'f' ? &args->from : &args->to, err, sizeof(err)))
@@ -321,10 +298,9 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
     return 2;
 }
 
-int dd_replay_args_parse(dd_replay_args_t *args, int argc, char **argv)
+int dd_replay_args_parse(void *opts, int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"from", required_argument, NULL, 'f'},
+    static const struct option longopts[] = {{"from", required_argument, NULL, 'f'},
                                          {"to", required_argument, NULL, 't'},
                                          {"topic", required_argument, NULL, 'T'},
                                          {"partitions", required_argument, NULL, 'p'},
@@ -332,8 +308,8 @@ int dd_replay_args_parse(dd_replay_args_t *args, int argc, char **argv)
                                          {"orphans", no_argument, NULL, 'o'},
                                          {"report", required_argument, NULL, 'r'},
                                          {"format", required_argument, NULL, 'F'},
-                                         {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
+    dd_replay_args_t *args = opts;
     struct timespec ts;
     int c, rc, have_from = 0;
     char err[512];
@@ -343,20 +319,14 @@ int dd_replay_args_parse(dd_replay_args_t *args, int argc, char **argv)
     now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     args->to.kind = DD_REPLAY_POS_LATEST;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            dd_replay_usage(stdout);
-            return -1;
-        }
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1)
         if ((rc = dd_replay_opt(args, c, optarg, &have_from, now)) != 0) return rc;
-    }
     if (optind < argc) {
         fprintf(stderr, "dedupd replay: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (!args->config || !have_from) {
-        fprintf(stderr, "dedupd replay: %s is required (see dedupd replay --help)\n",
-                !args->config ? "-c FILE" : "--from");
+    if (!have_from) {
+        fprintf(stderr, "dedupd replay: --from is required (see dedupd replay --help)\n");
         return 2;
     }
     if (dd_replay_range_check(&args->from, &args->to, err, sizeof(err)) != DD_OK) {

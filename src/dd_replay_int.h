@@ -54,8 +54,8 @@ typedef enum {
     DD_RA_CNT
 } dd_replay_apply_t;
 
+/* What the command line asks for (the command's options, see dd_cmd.h). */
 typedef struct {
-    const char *config;
     dd_replay_pos_t from, to;
     const char *topics[DD_REPLAY_MAX_TOPICS];
     int topic_cnt;
@@ -99,7 +99,7 @@ typedef struct {
 
 typedef struct {
     dd_replay_args_t *args;
-    dd_conf_t *conf;
+    const dd_conf_t *conf;
     dd_key_tmpl_t *tmpl;
     dd_hash_spec_t *hspec;
     dd_json_doc_t *doc; /* the message being parsed */
@@ -126,10 +126,9 @@ typedef struct {
     dd_progress_t progress_line;
 } dd_replay_t;
 
-/* dd_replay_args.c */
-void dd_replay_usage(FILE *out);
-/* Returns 0, 2 (usage error, printed) or -1 (--help printed). */
-int dd_replay_args_parse(dd_replay_args_t *args, int argc, char **argv);
+/* dd_replay_args.c: the command's parse (see dd_cmd.h); opts is a
+ * dd_replay_args_t. Returns 0 or 2 (usage error, printed). */
+int dd_replay_args_parse(void *opts, int argc, char **argv);
 
 /* dd_replay_range.c */
 int dd_replay_kafka_new(dd_replay_t *rp, char *errstr, size_t errstr_size);
