@@ -5,7 +5,7 @@
  * (for containers). Every error names file:line (or the variable).
  *
  * The struct is public to the other modules because they read many fields;
- * only dd_conf.c writes it.
+ * only the configuration module (dd_conf*.c) writes it.
  */
 #ifndef DD_CONF_H
 #define DD_CONF_H
