@@ -118,6 +118,9 @@ const char *dd_conf_dlq_topic(const dd_conf_t *conf, const char *topic, char *ou
 void dd_conf_print_reference(FILE *out);
 /* The same reference as a markdown table (the generated part of docs/CONFIG.md). */
 void dd_conf_print_reference_md(FILE *out);
+/* The same reference as the SETTINGS section of dedupd.conf(5) (troff, the
+ * generated part of man/dedupd.conf.5). */
+void dd_conf_print_reference_man(FILE *out);
 /* Path of the i-th setting of the schema ("kafka.brokers"), NULL past the end. */
 const char *dd_conf_setting_path(int i);
 

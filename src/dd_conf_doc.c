@@ -144,3 +144,93 @@ void dd_conf_print_reference_md(FILE *out)
     }
 }
 
+
+/* Writes text for troff: wrapped at 78 columns (a line break is a space
+ * to troff), '\' as \e, '"' as \(dq, and \& before a line that would start
+ * with a control character. */
+static void dd_conf_man_text(FILE *out, const char *text)
+{
+    const char *p = text;
+    int col = 0;
+
+    while (*p) {
+        size_t len = strcspn(p, " ");
+
+        if (col > 0 && col + 1 + (int)len > 78) {
+            fputc('\n', out);
+            col = 0;
+        } else if (col > 0) {
+            fputc(' ', out);
+            col++;
+        }
+        if (col == 0 && (*p == '.' || *p == '\''))
+            fputs("\\&", out);
+        for (size_t i = 0; i < len; i++) {
+            if (p[i] == '\\')
+                fputs("\\e", out);
+            else if (p[i] == '"')
+                fputs("\\(dq", out);
+            else
+                fputc(p[i], out);
+        }
+        col += (int)len;
+        p += len;
+        p += strspn(p, " ");
+    }
+    fputc('\n', out);
+}
+
+/* "String, default \fB"x"\fR, 1..9; environment \fBDEDUPD_X\fR." */
+static void dd_conf_man_line(FILE *out, const dd_conf_item_t *it)
+{
+    char allowed[128], def[128], env[80];
+    const char *type = dd_conf_type_name(it);
+
+    fprintf(out, "%c%s", type[0] - 'a' + 'A', type + 1);
+    if (it->type != DD_CT_GROUP) {
+        dd_conf_default(it, def, sizeof(def));
+        if (it->flags & DD_CF_REQUIRED)
+            fputs(", required", out);
+        else if (!it->def)
+            fputs(", unset by default", out);
+        else
+            fprintf(out, ", default \\fB%s\\fR", def);
+        dd_conf_allowed(it, allowed, sizeof(allowed));
+        if (*allowed)
+            fprintf(out, ", %s", allowed);
+    }
+    if (dd_conf_has_env(it)) {
+        dd_conf_env_name(it, env, sizeof(env));
+        fprintf(out, "; environment \\fB%s\\fR.\n", env);
+    } else {
+        fputs(it->type == DD_CT_GROUP ? ", no environment override.\n"
+                                      : "; no environment override.\n",
+              out);
+    }
+}
+
+void dd_conf_print_reference_man(FILE *out)
+{
+    int top_level = 0;
+
+    fputs(".SH SETTINGS\n", out);
+    for (int i = 0; i < dd_conf_item_cnt; i++) {
+        const dd_conf_item_t *it = &dd_conf_items[i];
+        int dotted = strchr(it->path, '.') != NULL;
+
+        if (it->type == DD_CT_GROUP && !dotted) {
+            fprintf(out, ".SS %s\n", it->path);
+            dd_conf_man_text(out, it->desc);
+            top_level = 0;
+            continue;
+        }
+        if (!dotted && !top_level) {
+            fputs(".SS Top-level settings\n", out);
+            top_level = 1;
+        }
+        fprintf(out, ".TP\n.B %s\n", it->path);
+        dd_conf_man_line(out, it);
+        fputs(".br\n", out);
+        dd_conf_man_text(out, it->desc);
+    }
+}

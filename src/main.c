@@ -210,6 +210,10 @@ int main(int argc, char **argv)
         dd_conf_print_reference_md(stdout); /* the table in docs/CONFIG.md */
         return DD_EXIT_OK;
     }
+    if (!strcmp(arg, "--help-config=man")) {
+        dd_conf_print_reference_man(stdout); /* the SETTINGS of dedupd.conf(5) */
+        return DD_EXIT_OK;
+    }
     if (!strcmp(arg, "-V") || !strcmp(arg, "--version")) {
         printf("dedupd %s (librdkafka %s, handler ABI %d)\n", DEDUPD_VERSION,
                rd_kafka_version_str(), DEDUPD_HANDLER_ABI_VERSION);
