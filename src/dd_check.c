@@ -106,7 +106,7 @@ static int dd_check_run(const dd_conf_t *conf, void *opts)
     /* What `dedupd run` checks before it starts, in the same words. */
     if (dd_validate_conf(conf, &h, dd_check_report, &warnings, err, sizeof(err)) != DD_OK)
         bad = 1;
-    if (dd_db_open(&db, conf, err, sizeof(err)) == DD_OK) {
+    if (dd_db_new(&db, conf, err, sizeof(err)) == DD_OK) {
         printf("ok   database: connected to %s as %s\n", conf->mysql.database, conf->mysql.user);
         bad |= dd_check_table(conf, db);
     } else {
@@ -114,7 +114,7 @@ static int dd_check_run(const dd_conf_t *conf, void *opts)
         bad = 1;
     }
     bad |= dd_check_kafka(conf);
-    dd_db_close(db);
+    dd_db_destroy(db);
     dd_handler_destroy(h);
     if (bad)
         printf("check failed\n");

@@ -496,7 +496,7 @@ dd_claim_rows_t *dd_claim_rows_new(void)
     return r;
 }
 
-void dd_claim_rows_free(dd_claim_rows_t *rows)
+void dd_claim_rows_destroy(dd_claim_rows_t *rows)
 {
     free(rows);
 }

@@ -104,7 +104,7 @@ int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **clai
 /* Scratch for the finish's bulk insert, reused across batches. */
 typedef struct dd_claim_rows_s dd_claim_rows_t;
 dd_claim_rows_t *dd_claim_rows_new(void);
-void dd_claim_rows_free(dd_claim_rows_t *rows);
+void dd_claim_rows_destroy(dd_claim_rows_t *rows);
 
 /* Writes the outcome (status, response snapshot, error) of the keys this
  * batch owns: updates the claimed rows, inserts the deferred ones (as one

@@ -192,7 +192,7 @@ static void dd_db_disconnect(dd_db_t *db)
     db->mysql = NULL;
 }
 
-int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+int dd_db_new(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
     dd_db_t *db;
     int rc;
@@ -219,7 +219,7 @@ int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size)
     return dd_db_connect(db, errstr, errstr_size);
 }
 
-void dd_db_close(dd_db_t *db)
+void dd_db_destroy(dd_db_t *db)
 {
     if (!db)
         return;

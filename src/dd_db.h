@@ -23,10 +23,10 @@ typedef struct dd_db_s dd_db_t;
 /* Connects (READ COMMITTED, utf8mb4, autocommit on; transactions are
  * explicit). Returns 0 or a negative dd_err_t (RETRIABLE when the server
  * cannot be reached, FATAL for access denied / unknown database). */
-int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size);
+int dd_db_new(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size);
 /* Drops the connection and opens a new one with the same settings. */
 int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size);
-void dd_db_close(dd_db_t *db);
+void dd_db_destroy(dd_db_t *db);
 
 MYSQL *dd_db_mysql(dd_db_t *db);
 /* 1 when the connected server has INSERT ... RETURNING (MariaDB >= 10.5). */

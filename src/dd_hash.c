@@ -37,7 +37,7 @@ void dd_hash_spec_destroy(dd_hash_spec_t *spec)
 
     if (!spec) return;
     for (i = 0; i < spec->path_cnt; i++)
-        dd_jpath_free(&spec->paths[i]);
+        dd_jpath_release(&spec->paths[i]);
     free(spec->paths);
     free(spec);
 }
@@ -52,7 +52,7 @@ static void dd_hash_spec_sort(dd_hash_spec_t *spec)
     qsort(spec->paths, (size_t)spec->path_cnt, sizeof(*spec->paths), dd_hash_path_cmp);
     for (i = 0; i < spec->path_cnt; i++) {
         if (kept && !strcmp(spec->paths[kept - 1].text, spec->paths[i].text))
-            dd_jpath_free(&spec->paths[i]);
+            dd_jpath_release(&spec->paths[i]);
         else
             spec->paths[kept++] = spec->paths[i];
     }

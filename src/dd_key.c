@@ -69,7 +69,7 @@ void dd_key_tmpl_destroy(dd_key_tmpl_t *tmpl)
 
     if (!tmpl) return;
     for (i = 0; i < tmpl->seg_cnt; i++)
-        if (!tmpl->segs[i].lit) dd_jpath_free(&tmpl->segs[i].path);
+        if (!tmpl->segs[i].lit) dd_jpath_release(&tmpl->segs[i].path);
     free(tmpl->segs);
     free(tmpl->lits);
     free(tmpl);

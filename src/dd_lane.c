@@ -303,7 +303,7 @@ nomem:
 
 int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
 {
-    int rc = dd_db_open(&lane->db, lane->group->conf, errstr, errstr_size);
+    int rc = dd_db_new(&lane->db, lane->group->conf, errstr, errstr_size);
 
     if (!rc)
         rc = dd_claim_require(lane->db, &lane->group->copts, errstr, errstr_size);
@@ -343,13 +343,13 @@ void dd_lane_destroy(dd_lane_t *lane)
         return;
     dd_lane_stop(lane);
     dd_item_list_destroy(dd_lane_unqueue(lane), NULL);
-    dd_db_close(lane->db);
+    dd_db_destroy(lane->db);
     dd_buf_release(&lane->sql);
     free(lane->batch);
     free(lane->claims);
     free(lane->claimv);
     free(lane->claimw);
-    dd_claim_rows_free(lane->rows);
+    dd_claim_rows_destroy(lane->rows);
     free(lane->msgs);
     free(lane->msgv);
     free(lane->results);

@@ -21,7 +21,7 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
     (void)opts;
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
     if (!rc)
-        rc = dd_db_open(&db, conf, err, sizeof(err));
+        rc = dd_db_new(&db, conf, err, sizeof(err));
     if (!rc)
         rc = dd_migrate_run(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
     if (!rc)
@@ -33,7 +33,7 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
     else
         printf("dedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
                conf->dedup.table, version, DD_KEY_FORMAT, dd_handler_name(h));
-    dd_db_close(db);
+    dd_db_destroy(db);
     dd_handler_destroy(h);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }

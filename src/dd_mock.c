@@ -115,7 +115,7 @@ done:
     return ret;
 }
 
-static void dd_mock_opts_free(dd_mock_opts_t *opts)
+static void dd_mock_opts_release(dd_mock_opts_t *opts)
 {
     int i;
 
@@ -486,7 +486,7 @@ static int dd_mock_ctl_reopen(dd_mock_ctl_t *ctl, char *errstr, size_t errstr_si
     return 0;
 }
 
-static void dd_mock_ctl_close(dd_mock_ctl_t *ctl)
+static void dd_mock_ctl_release(dd_mock_ctl_t *ctl)
 {
     if (ctl->keep_fd >= 0) close(ctl->keep_fd);
     if (ctl->fd >= 0) close(ctl->fd);
@@ -625,7 +625,7 @@ static int dd_mock_parse(void *opts, int argc, char **argv)
 
 static void dd_mock_release(void *opts)
 {
-    dd_mock_opts_free(opts);
+    dd_mock_opts_release(opts);
 }
 
 static int dd_mock_run(const dd_conf_t *conf, void *opts_)
@@ -657,7 +657,7 @@ static int dd_mock_run(const dd_conf_t *conf, void *opts_)
 done:
     if (mcluster) rd_kafka_mock_cluster_destroy(mcluster);
     if (rk) rd_kafka_destroy(rk);
-    dd_mock_ctl_close(&ctl);
+    dd_mock_ctl_release(&ctl);
     if (sigfd >= 0) {
         close(sigfd);
         pthread_sigmask(SIG_SETMASK, &oldmask, NULL);

@@ -532,7 +532,7 @@ static int dd_pipeline_backpressure(dd_pipeline_t *pl)
     return 0;
 }
 
-static int dd_pipeline_start(dd_pipeline_t *pl, int exit_at_end, char *errstr,
+static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr,
                              size_t errstr_size)
 {
     int rc;
@@ -667,7 +667,7 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
 int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, char *errstr,
                     size_t errstr_size)
 {
-    int rc = dd_pipeline_start(pl, exit_at_end, errstr, errstr_size);
+    int rc = dd_pipeline_prepare(pl, exit_at_end, errstr, errstr_size);
     int64_t last_progress_log = dd_now_ms(), last_commit = 0, end_since = 0;
     int end;
 

@@ -33,6 +33,7 @@ struct dd_purge_s {
     const dd_conf_t *conf;
     dd_db_t *db; /* the purge thread's own connection, opened lazily */
     pthread_t thread;
+    int started;
     atomic_int stop; /* set by dd_purge_stop, read by the thread */
 };
 
@@ -108,7 +109,7 @@ static void dd_purge_background_pass(dd_purge_t *purge)
     int rc;
 
     if (!purge->db)
-        rc = dd_db_open(&purge->db, conf, err, sizeof(err));
+        rc = dd_db_new(&purge->db, conf, err, sizeof(err));
     else if (!dd_db_mysql(purge->db))
         rc = dd_db_reconnect(purge->db, err, sizeof(err));
     else
@@ -118,7 +119,7 @@ static void dd_purge_background_pass(dd_purge_t *purge)
         dd_log(DD_LOG_WARN, "Purge of %s failed, trying again in %llds: %s", conf->dedup.table,
                (long long)conf->purge.interval_s, err);
         /* Start the next pass on a fresh connection. */
-        dd_db_close(purge->db);
+        dd_db_destroy(purge->db);
         purge->db = NULL;
         return;
     }
@@ -143,36 +144,47 @@ static void *dd_purge_thread_main(void *arg)
     return NULL;
 }
 
-int dd_purge_start(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+int dd_purge_new(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
-    dd_purge_t *purge;
+    dd_purge_t *purge = calloc(1, sizeof(*purge));
 
     *purgep = NULL;
-    if (conf->purge.interval_s <= 0) {
-        dd_log(DD_LOG_INFO, "Background purge is off (purge.interval = 0).");
-        return DD_OK;
-    }
-    purge = calloc(1, sizeof(*purge));
     if (!purge) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         return DD_ERR_NOMEM;
     }
     purge->conf = conf;
+    *purgep = purge;
+    return DD_OK;
+}
+
+int dd_purge_start(dd_purge_t *purge, char *errstr, size_t errstr_size)
+{
+    if (purge->conf->purge.interval_s <= 0) {
+        dd_log(DD_LOG_INFO, "Background purge is off (purge.interval = 0).");
+        return DD_OK;
+    }
     if (pthread_create(&purge->thread, NULL, dd_purge_thread_main, purge) != 0) {
-        free(purge);
         dd_errstr_set(errstr, errstr_size, "cannot start the purge thread");
         return DD_ERR_FATAL;
     }
-    *purgep = purge;
+    purge->started = 1;
     return DD_OK;
 }
 
 void dd_purge_stop(dd_purge_t *purge)
 {
-    if (!purge) return;
+    if (!purge || !purge->started) return;
     atomic_store(&purge->stop, 1);
     pthread_join(purge->thread, NULL);
-    dd_db_close(purge->db);
+    purge->started = 0;
+}
+
+void dd_purge_destroy(dd_purge_t *purge)
+{
+    if (!purge) return;
+    dd_purge_stop(purge);
+    dd_db_destroy(purge->db);
     free(purge);
 }
 
@@ -186,7 +198,7 @@ static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
     int rc;
 
     (void)opts;
-    rc = dd_db_open(&db, conf, err, sizeof(err));
+    rc = dd_db_new(&db, conf, err, sizeof(err));
     /* Expiry does not depend on keys, but a table of another key format
      * is one no dedupd of this version should be maintaining. */
     if (!rc)
@@ -199,7 +211,7 @@ static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
         printf("deleted %llu expired %s from %s in %d %s\n", (unsigned long long)res.deleted,
                dd_purge_plural(res.deleted, "row", "rows"), conf->dedup.table, res.batches,
                dd_purge_plural((uint64_t)res.batches, "batch", "batches"));
-    dd_db_close(db);
+    dd_db_destroy(db);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 

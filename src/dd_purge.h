@@ -14,9 +14,15 @@
 
 typedef struct dd_purge_s dd_purge_t;
 
-/* Background purge for `dedupd run`; does nothing when purge.interval is 0.
- * Opens its own database connection. */
-int dd_purge_start(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size);
-void dd_purge_stop(dd_purge_t *purge); /* safe with NULL */
+/* The background purge of `dedupd run` (conf must outlive it). Its thread
+ * opens its own database connection when it first runs. */
+int dd_purge_new(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size);
+/* Starts the thread; with purge.interval 0 it logs that the purge is off
+ * and starts nothing. */
+int dd_purge_start(dd_purge_t *purge, char *errstr, size_t errstr_size);
+/* Ends a pass under way after its current statement and joins the thread. */
+void dd_purge_stop(dd_purge_t *purge);
+/* Stops it if needed and frees it; NULL is fine. */
+void dd_purge_destroy(dd_purge_t *purge);
 
 #endif /* DD_PURGE_H */

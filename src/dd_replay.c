@@ -87,7 +87,7 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
     }
-    if (!rc) rc = dd_db_open(&rp->db, conf, errstr, errstr_size);
+    if (!rc) rc = dd_db_new(&rp->db, conf, errstr, errstr_size);
     if (!rc)
         rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), conf->dedup.table, errstr,
                                          errstr_size);
@@ -111,7 +111,7 @@ static void dd_replay_destroy(dd_replay_t *rp)
         rd_kafka_consumer_close(rp->rk);
         rd_kafka_destroy(rp->rk);
     }
-    dd_db_close(rp->db);
+    dd_db_destroy(rp->db);
     dd_buf_release(&rp->sql);
     dd_key_tmpl_destroy(rp->tmpl);
     dd_hash_spec_destroy(rp->hspec);

@@ -84,11 +84,11 @@ static void dd_run_summary(dd_pipeline_t *pl)
 static int dd_run_check_table(const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
     dd_db_t *db = NULL;
-    int rc = dd_db_open(&db, conf, errstr, errstr_size);
+    int rc = dd_db_new(&db, conf, errstr, errstr_size);
 
     if (!rc)
         rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
-    dd_db_close(db);
+    dd_db_destroy(db);
     return rc;
 }
 
@@ -133,9 +133,13 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     if (!rc)
         rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
     if (!rc && conf->http.listen)
-        rc = dd_http_start(&http, conf, pl, err, sizeof(err));
+        rc = dd_http_new(&http, conf, pl, err, sizeof(err));
+    if (!rc && http)
+        rc = dd_http_start(http, err, sizeof(err));
     if (!rc)
-        rc = dd_purge_start(&purge, conf, err, sizeof(err));
+        rc = dd_purge_new(&purge, conf, err, sizeof(err));
+    if (!rc)
+        rc = dd_purge_start(purge, err, sizeof(err));
     if (!rc) {
         dd_log(DD_LOG_INFO, "dedupd %s starting: group %s, %d worker(s), handler %s.",
                DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
@@ -145,8 +149,8 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     }
     if (rc)
         dd_log(DD_LOG_ERROR, "Stopping: %s", err);
-    dd_purge_stop(purge);
-    dd_http_stop(http);
+    dd_purge_destroy(purge);
+    dd_http_destroy(http);
     dd_pipeline_destroy(pl);
     dd_handler_destroy(h);
     if (!rc)

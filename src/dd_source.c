@@ -337,7 +337,7 @@ int dd_source_paused(const dd_source_t *src)
  * through a queue of our own lets the wait end. Consuming from it serves the
  * revoke callback; anything else it returns is dropped. Returns 1 once
  * closed. */
-static int dd_source_close(dd_source_t *src, int timeout_ms)
+static int dd_source_leave(dd_source_t *src, int timeout_ms)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_new(src->rk);
     rd_kafka_error_t *error = rd_kafka_consumer_close_queue(src->rk, q);
@@ -362,7 +362,7 @@ void dd_source_destroy(dd_source_t *src)
     if (!src)
         return;
     if (src->rk) {
-        if (dd_source_close(src, DD_SOURCE_CLOSE_MS)) {
+        if (dd_source_leave(src, DD_SOURCE_CLOSE_MS)) {
             rd_kafka_destroy(src->rk);
         } else {
             dd_log(DD_LOG_WARN,

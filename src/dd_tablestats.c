@@ -164,7 +164,7 @@ static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
     int rc;
 
     (void)opts;
-    rc = dd_db_open(&db, conf, err, sizeof(err));
+    rc = dd_db_new(&db, conf, err, sizeof(err));
     if (!rc) {
         dd_tablestats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
         rc = dd_tablestats_by_status(db, conf->dedup.table, err, sizeof(err));
@@ -177,7 +177,7 @@ static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
         rc = dd_tablestats_failures(db, conf->dedup.table, err, sizeof(err));
     if (rc)
         fprintf(stderr, "dedupd stats: %s\n", err);
-    dd_db_close(db);
+    dd_db_destroy(db);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
