@@ -138,7 +138,7 @@ static int dd_claim_send(dd_db_t *db, const dd_buf_t *sql, const char *what, cha
 {
     if (sql->oom) {
         dd_errstr_set(errstr, errstr_size, "out of memory building the %s statement", what);
-        return DD_ERR_FATAL;
+        return DD_ERR_NOMEM;
     }
     if (mysql_real_query(dd_db_mysql(db), sql->p, (unsigned long)sql->len) != 0)
         return dd_claim_fail(db, what, errstr, errstr_size);
@@ -531,7 +531,7 @@ static int dd_claim_finish_bulk(dd_db_t *db, const dd_claim_opts_t *opts, dd_cla
         dd_buf_printf(sql, ", ?, ?, ?, NOW(6) + INTERVAL %lld SECOND)", (long long)opts->ttl_s);
         if (sql->oom) {
             dd_errstr_set(errstr, errstr_size, "out of memory building the claim finish");
-            return DD_ERR_FATAL;
+            return DD_ERR_NOMEM;
         }
         rc = dd_db_prepare(db, DD_STMT_CLAIM_NEW, sql->p, sql->len, &stmt, errstr, errstr_size);
         if (rc)

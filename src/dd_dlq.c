@@ -98,6 +98,7 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
     rd_kafka_conf_t *kconf = rd_kafka_conf_new();
     dd_dlq_t *dlq = calloc(1, sizeof(*dlq));
     char err[512];
+    int rc = DD_ERR_FATAL;
 
     *dlqp = NULL;
     if (!dlq)
@@ -129,10 +130,11 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
     return DD_OK;
 fail_nomem:
     dd_errstr_set(errstr, errstr_size, "out of memory");
+    rc = DD_ERR_NOMEM;
 fail:
     rd_kafka_conf_destroy(kconf);
     free(dlq);
-    return DD_ERR_FATAL;
+    return rc;
 }
 
 /* The bytes headers take in a record (an upper bound). */
