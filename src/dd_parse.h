@@ -35,9 +35,10 @@ int dd_parse_message(dd_json_doc_t *doc, const dd_conf_t *conf, const dd_key_tmp
  * Parse pool: where the consumer's parsed payloads live.
  *
  * A payload parses into a dozen or more small cJSON allocations, all made
- * and freed by the main thread, tens of thousands of them alive at once.
- * Through malloc that was a third of the consumer's CPU (glibc consolidating
- * its fast bins whenever anything large was allocated). The pool bump-
+ * and freed by the consumer's thread, tens of thousands of them alive at
+ * once. Through malloc they cost the consumer much of its CPU (glibc
+ * consolidates its fast bins whenever anything large is allocated). The
+ * pool bump-
  * allocates each tree inside one 64 KiB chunk of a fixed reserved region and
  * frees a chunk when its last tree is released: no per-node malloc or free,
  * no tree walk to delete. A tree that does not fit, or a full region, falls

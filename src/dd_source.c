@@ -97,12 +97,10 @@ static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *e
      * stops fetching once it holds queued.max.messages.kbytes or
      * queued.min.messages, and looks again only on its broker thread's
      * one-second tick. A queue that drains sooner leaves the pipeline idle
-     * until then: at 16 MB (~65,000 bench messages) a duplicate replay
-     * waited a quarter of its time, and a first pass found it empty at the
-     * tick. queued.min.messages stays at librdkafka's 100,000, which binds
-     * first for small messages (at 20,000 a replay ran at half speed).
-     * User properties come next; the ones that carry our guarantees come
-     * last. */
+     * until then (BENCHMARKS.md shows what that costs a replay).
+     * queued.min.messages stays at librdkafka's 100,000, which binds first
+     * for small messages. User properties come next; the ones that carry our
+     * guarantees come last. */
     static const char *const defaults[][2] = {{"auto.offset.reset", "earliest"},
                                               {"queued.max.messages.kbytes", "65536"}};
     int rc = 0;
