@@ -1,9 +1,10 @@
 /*
  * The main thread of `dedupd run` (see dd_pipeline.h): polling, parsing,
- * routing to lanes, dead letters, the offset watermark, rebalances and
- * shutdown. Lanes do the database work in dd_lane.c.
+ * routing to lanes, the offset watermark, rebalances and shutdown. The
+ * lanes do the database work (dd_lanes.h); dead letters are
+ * dd_pipeline_dlq.c.
  */
-#include "dd_pipeline.h"
+#include "dd_pipeline_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -13,50 +14,7 @@
 #include <unistd.h>
 
 #include "dd_common.h"
-#include "dd_dlq.h"
-#include "dd_hash.h"
-#include "dd_item.h"
-#include "dd_json.h"
-#include "dd_lanes.h"
 #include "dd_log.h"
-#include "dd_offsets.h"
-#include "dd_parse.h"
-#include "dd_source.h"
-
-struct dd_pipeline_s {
-    const dd_conf_t *conf;
-    dd_lanes_t *lanes;
-    pthread_mutex_t mu; /* guards stats and lags: read by other threads */
-    dd_stats_t stats;   /* the consumer's part; the lanes keep theirs */
-    dd_key_tmpl_t *tmpl;
-    dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
-    dd_hash_spec_t *hspec;
-    dd_parse_pool_t *pool; /* where items' parsed payloads live */
-    dd_json_doc_t *doc;    /* the strict document of the message being routed */
-
-    dd_offsets_t *offs;
-    dd_source_t *src;
-    dd_dlq_t *dlq;
-
-    int64_t inflight;     /* items alive: polled and not yet finished */
-    int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
-    int64_t last_finish_ms;
-    uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in stats */
-    int lat_pending;
-    uint64_t messages;     /* consumed, each once; published by counters_flush */
-    int64_t first_poll_ms; /* when the first message was polled */
-    int64_t fetch_wait_us; /* see dd_stats_t */
-    dd_item_t *spare; /* finished items kept for reuse (see dd_pipeline_item_recycle) */
-    int spare_cnt;
-    int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
-    dd_item_t *dlq_retry; /* dead letters to send again */
-    int closing;          /* shutdown: dead letters are no longer sent */
-    int64_t abandoned;    /* see dd_stats_t */
-    int64_t abandoned_dlq;
-    dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under mu */
-    size_t lag_cnt, lag_cap;
-    int64_t lag_refresh_ms;
-};
 
 /* ---- items ---- */
 
@@ -107,7 +65,7 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
 
 /* The item's offset may move: mark it in its partition's watermark.
  * now_us: the time it finished, read once for everything drained together. */
-static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
+void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
 {
     if (item->pt && item->epoch == item->pt->epoch)
         dd_ptrack_done(item->pt, item->seq);
@@ -118,112 +76,7 @@ static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_u
     dd_pipeline_item_recycle(pl, item);
 }
 
-static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
-{
-    rd_kafka_message_t *rkm = item->rkm;
-    rd_kafka_headers_t *hdrs = NULL;
-    dd_dlq_letter_t letter = {
-        .topic = rd_kafka_topic_name(rkm->rkt),
-        .partition = rkm->partition,
-        .offset = rkm->offset,
-        .key = rkm->key,
-        .key_len = rkm->key_len,
-        .payload = rkm->payload,
-        .payload_len = rkm->len,
-        .reason = dd_reason2str(item->reason),
-        .error = item->error,
-        .biz_key = item->key_len ? item->key : NULL,
-        .bare = item->dlq_bare,
-    };
-
-    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) letter.headers = hdrs;
-    if (!pl->closing && dd_dlq_send(pl->dlq, &letter, item) == DD_OK) return;
-    item->dlq_due_ms = dd_now_ms() + 1000;
-    item->next = pl->dlq_retry;
-    pl->dlq_retry = item;
-}
-
-static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_arg)
-{
-    dd_pipeline_t *pl = cb_arg;
-    dd_item_t *item = opaque;
-
-    if (!err) {
-        pthread_mutex_lock(&pl->mu);
-        pl->stats.dead_letters[item->reason]++;
-        pthread_mutex_unlock(&pl->mu);
-        dd_pipeline_finish(pl, item, dd_now_us());
-        return;
-    }
-    /* Not acknowledged: the offset must not move. Send it again later;
-     * at once and bare when it was refused as too large, for unchanged it
-     * would be refused forever. */
-    item->dlq_due_ms = dd_now_ms() + 1000;
-    if (dd_dlq_err_too_large(err) && !item->dlq_bare) {
-        rd_kafka_message_t *rkm = item->rkm;
-        dd_log_msg(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
-                   item->key_len ? item->key : NULL,
-                   "The broker refused the dead letter as too large; sending it again "
-                   "without key, payload or original headers.");
-        item->dlq_bare = 1;
-        item->dlq_due_ms = 0;
-    }
-    item->next = pl->dlq_retry;
-    pl->dlq_retry = item;
-}
-
-static void dd_pipeline_resend_dlq(dd_pipeline_t *pl)
-{
-    dd_item_t *list = pl->dlq_retry, *next;
-    int64_t now = dd_now_ms();
-
-    pl->dlq_retry = NULL;
-    for (; list; list = next) {
-        next = list->next;
-        if (list->dlq_due_ms <= now) {
-            dd_pipeline_send_dlq(pl, list);
-        } else {
-            list->next = pl->dlq_retry;
-            pl->dlq_retry = list;
-        }
-    }
-}
-
-/* Takes finished items from the lanes; waits up to wait_ms for some. */
-static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
-{
-    dd_item_t *list, *next;
-    int64_t now_us;
-
-    list = dd_lanes_take_done(pl->lanes, wait_ms);
-    now_us = list ? dd_now_us() : 0;
-
-    for (; list; list = next) {
-        next = list->next;
-        if (list->outcome == DD_OUT_DLQ)
-            dd_pipeline_send_dlq(pl, list);
-        else
-            dd_pipeline_finish(pl, list, now_us);
-    }
-    if (!pl->dlq)
-        return;
-    dd_dlq_poll(pl->dlq, 0);
-    if (pl->dlq_retry && !pl->closing) dd_pipeline_resend_dlq(pl);
-}
-
 /* ---- parsing and routing ---- */
-
-static void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t reason)
-{
-    rd_kafka_message_t *rkm = item->rkm;
-
-    item->outcome = DD_OUT_DLQ;
-    item->reason = reason;
-    dd_log_msg(DD_LOG_INFO, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
-               item->key_len ? item->key : NULL, "Dead-lettering message (%s): %s",
-               dd_reason2str(reason), item->error);
-    dd_pipeline_send_dlq(pl, item);
-}
 
 /* The same parse rules as `dedupd replay` (dd_parse.c), so replay judges a
  * message exactly as the consumer did. */
@@ -557,58 +410,6 @@ static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr,
     if (!rc)
         rc = dd_source_subscribe(pl->src, errstr, errstr_size);
     return rc;
-}
-
-/* How long the shutdown waits for the delivery reports of purged dead
- * letters (they come at once: the purge drops them locally). */
-#define DD_PIPELINE_PURGE_MS 2000
-
-/* Logs, per partition, the dead letters in list that are given up. */
-static void dd_pipeline_log_abandoned(dd_pipeline_t *pl, dd_item_t *list)
-{
-    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
-        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        int64_t n = 0, first = -1;
-        for (dd_item_t *item = list; item; item = item->next) {
-            if (item->pt != pt || item->epoch != pt->epoch) continue;
-            n++;
-            if (first < 0 || item->rkm->offset < first) first = item->rkm->offset;
-        }
-        if (n && pt->assigned)
-            dd_log(DD_LOG_WARN,
-                   "%s [%d]: %lld dead letter(s) not acknowledged, the first for "
-                   "offset %lld; the offset committed stays at %lld at most, so the messages "
-                   "from there on are consumed again after a restart.",
-                   pt->topic, (int)pt->partition, (long long)n, (long long)first,
-                   (long long)pt->next);
-    }
-}
-
-/* Shutdown, the lanes stopped: gives up on the dead letters not yet
- * acknowledged. Their offsets stay where they are, so the messages come
- * again after a restart. Every item is released here: a message still
- * held would keep the consumer's destroy waiting for it forever. */
-static void dd_pipeline_abandon_dlq(dd_pipeline_t *pl)
-{
-    dd_item_t *next;
-    int left;
-
-    pl->closing = 1;
-    dd_pipeline_drain(pl, 0); /* the lanes' last results; dead letters go to dlq_retry */
-    if (pl->dlq && (left = dd_dlq_purge(pl->dlq, DD_PIPELINE_PURGE_MS)) > 0)
-        dd_log(DD_LOG_ERROR, "%d dead letter(s) still queued after the purge.", left);
-    dd_pipeline_drain(pl, 0);
-    if (pl->dlq_retry) dd_pipeline_log_abandoned(pl, pl->dlq_retry);
-    for (; pl->dlq_retry; pl->dlq_retry = next) {
-        next = pl->dlq_retry->next;
-        pl->inflight--;
-        pl->abandoned++;
-        pl->abandoned_dlq++;
-        dd_item_destroy(pl->dlq_retry, pl->pool);
-    }
-    if (pl->inflight != 0)
-        dd_log(DD_LOG_ERROR, "%lld message(s) unaccounted for at shutdown.",
-               (long long)pl->inflight);
 }
 
 /* Stops the lanes (finishing queued work unless the deadline passed) and
