@@ -234,6 +234,7 @@ START_TEST(test_process_read)
 
     for (int i = 0; i < 2000000; i++) /* some CPU time to see */
         spin += i;
+    ck_assert(spin > 0);
     dd_metrics_proc_read(&proc);
     ck_assert_msg(proc.cpu_seconds > 0 && proc.cpu_seconds < 3600, "cpu %f", proc.cpu_seconds);
     ck_assert_msg(proc.start_time_seconds > now - 600 && proc.start_time_seconds <= now + 1,
