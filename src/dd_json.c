@@ -583,7 +583,8 @@ static int dd_json_object_close(dd_json_parser_t *ps, uint32_t idx)
                                 first);
         }
     }
-    memcpy(doc->order + doc->order_cnt, m, (size_t)n * sizeof(*m));
+    if (n) /* an empty object may come before any order was allocated */
+        memcpy(doc->order + doc->order_cnt, m, (size_t)n * sizeof(*m));
     doc->nodes[idx].order = doc->order_cnt;
     doc->order_cnt += n;
     doc->member_cnt = base;
