@@ -15,10 +15,8 @@ char *dd_buf_reserve(dd_buf_t *b, size_t n)
     size_t cap;
     char *p;
 
-    if (b->oom)
-        return NULL;
-    if (b->len + n + 1 <= b->cap)
-        return b->p + b->len;
+    if (b->oom) return NULL;
+    if (b->len + n + 1 <= b->cap) return b->p + b->len;
     cap = b->cap ? b->cap : 4096;
     while (cap < b->len + n + 1)
         cap *= 2;
@@ -42,8 +40,7 @@ void dd_buf_reset(dd_buf_t *b)
 {
     b->len = 0;
     b->oom = 0;
-    if (b->p)
-        b->p[0] = '\0';
+    if (b->p) b->p[0] = '\0';
 }
 
 void dd_buf_release(dd_buf_t *b)
@@ -56,8 +53,7 @@ void dd_buf_put(dd_buf_t *b, const void *s, size_t n)
 {
     char *o = dd_buf_reserve(b, n);
 
-    if (!o)
-        return;
+    if (!o) return;
     memcpy(o, s, n);
     dd_buf_commit(b, n);
 }
@@ -76,8 +72,7 @@ void dd_buf_printf(dd_buf_t *b, const char *fmt, ...)
     va_start(ap, fmt);
     n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || !(o = dd_buf_reserve(b, (size_t)n)))
-        return;
+    if (n < 0 || !(o = dd_buf_reserve(b, (size_t)n))) return;
     va_start(ap, fmt);
     vsnprintf(o, (size_t)n + 1, fmt, ap);
     va_end(ap);

@@ -44,12 +44,11 @@ static int dd_check_kafka(const dd_conf_t *conf)
             printf("ok   kafka: topic %s has %d partition(s) at %s\n", conf->kafka.topics[i],
                    md->topics[0].partition_cnt, conf->kafka.brokers);
         } else {
-            printf("FAIL kafka: topic %s at %s: %s\n", conf->kafka.topics[i],
-                   conf->kafka.brokers, rd_kafka_err2str(e ? e : md->topics[0].err));
+            printf("FAIL kafka: topic %s at %s: %s\n", conf->kafka.topics[i], conf->kafka.brokers,
+                   rd_kafka_err2str(e ? e : md->topics[0].err));
             bad = 1;
         }
-        if (md)
-            rd_kafka_metadata_destroy(md);
+        if (md) rd_kafka_metadata_destroy(md);
         md = NULL;
         rd_kafka_topic_destroy(rkt);
     }
@@ -104,8 +103,7 @@ static int dd_check_run(const dd_conf_t *conf, void *opts)
     (void)opts;
     printf("ok   config: %s\n", conf->path);
     /* What `dedupd run` checks before it starts, in the same words. */
-    if (dd_validate_conf(conf, &h, dd_check_report, &warnings, err, sizeof(err)) != DD_OK)
-        bad = 1;
+    if (dd_validate_conf(conf, &h, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
     if (dd_db_new(&db, conf, err, sizeof(err)) == DD_OK) {
         printf("ok   database: connected to %s as %s\n", conf->mysql.database, conf->mysql.user);
         bad |= dd_check_table(conf, db);

@@ -62,9 +62,9 @@ typedef struct {
     const char *table; /* validated identifier */
     int64_t ttl_s;
     int retry_failed;
-    const char *owner; /* "host:pid", for the operator */
-    int lease_s;       /* how long a processing row blocks others */
-    int defer;         /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
+    const char *owner;   /* "host:pid", for the operator */
+    int lease_s;         /* how long a processing row blocks others */
+    int defer;           /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
     size_t max_response; /* handler.max_response_bytes: no response is longer */
 } dd_claim_opts_t;
 
@@ -98,8 +98,8 @@ int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
  * find are owned without a statement (deferred, see above). scratch: room
  * for n pointers, for either flag. */
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
-                     const unsigned char token[DD_CLAIM_TOKEN_LEN], int flags,
-                     dd_claim_t **scratch, dd_buf_t *sql, char *errstr, size_t errstr_size);
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], int flags, dd_claim_t **scratch,
+                     dd_buf_t *sql, char *errstr, size_t errstr_size);
 
 /* Scratch for the finish's bulk insert, reused across batches. */
 typedef struct dd_claim_rows_s dd_claim_rows_t;

@@ -46,8 +46,7 @@ void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
 {
     va_list ap;
 
-    if (!errstr || errstr_size == 0)
-        return;
+    if (!errstr || errstr_size == 0) return;
     va_start(ap, fmt);
     vsnprintf(errstr, errstr_size, fmt, ap);
     va_end(ap);
@@ -77,12 +76,9 @@ int dd_sleep_ms(int64_t ms, const atomic_int *stop)
         int64_t left = end - dd_now_ms();
         struct timespec ts;
 
-        if (stop && atomic_load(stop))
-            return 1;
-        if (left <= 0)
-            return 0;
-        if (left > 50)
-            left = 50; /* wake up regularly to notice *stop */
+        if (stop && atomic_load(stop)) return 1;
+        if (left <= 0) return 0;
+        if (left > 50) left = 50; /* wake up regularly to notice *stop */
         ts.tv_sec = left / 1000;
         ts.tv_nsec = (left % 1000) * 1000000;
         nanosleep(&ts, NULL);
@@ -116,12 +112,9 @@ unsigned long dd_test_fault(const char *name)
     size_t len = strlen(name);
 
     for (p = env; p && (p = strstr(p, name)) != NULL; p += len) {
-        if (p != env && p[-1] != ',' && p[-1] != ' ')
-            continue; /* inside another name */
-        if (p[len] == '=')
-            return strtoul(p + len + 1, NULL, 10);
-        if (p[len] == '\0' || p[len] == ',' || p[len] == ' ')
-            return 1;
+        if (p != env && p[-1] != ',' && p[-1] != ' ') continue; /* inside another name */
+        if (p[len] == '=') return strtoul(p + len + 1, NULL, 10);
+        if (p[len] == '\0' || p[len] == ',' || p[len] == ' ') return 1;
     }
     return 0;
 }

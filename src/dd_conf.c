@@ -122,8 +122,7 @@ static void dd_conf_where(dd_conf_ctx_t *ctx, int idx, const config_setting_t *a
     }
 }
 
-int dd_conf_fail(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, const char *fmt,
-                        ...)
+int dd_conf_fail(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
@@ -246,7 +245,6 @@ static int dd_conf_store_list(dd_conf_ctx_t *ctx, int idx, char **list, int cnt)
 /*
  * Values given as text: defaults and environment variables
  */
-
 
 static int dd_conf_parse_bool(const char *s, int *v)
 {

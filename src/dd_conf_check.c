@@ -278,4 +278,3 @@ int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx)
                             "expected \"host:port\" with a port from 1 to 65535, got \"%s\"", l);
     return 0;
 }
-

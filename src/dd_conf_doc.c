@@ -144,7 +144,6 @@ void dd_conf_print_reference_md(FILE *out)
     }
 }
 
-
 /* Writes text for troff: wrapped at 78 columns (a line break is a space
  * to troff), '\' as \e, '"' as \(dq, and \& before a line that would start
  * with a control character. */
@@ -163,8 +162,7 @@ static void dd_conf_man_text(FILE *out, const char *text)
             fputc(' ', out);
             col++;
         }
-        if (col == 0 && (*p == '.' || *p == '\''))
-            fputs("\\&", out);
+        if (col == 0 && (*p == '.' || *p == '\'')) fputs("\\&", out);
         for (size_t i = 0; i < len; i++) {
             if (p[i] == '\\')
                 fputs("\\e", out);
@@ -196,8 +194,7 @@ static void dd_conf_man_line(FILE *out, const dd_conf_item_t *it)
         else
             fprintf(out, ", default \\fB%s\\fR", def);
         dd_conf_allowed(it, allowed, sizeof(allowed));
-        if (*allowed)
-            fprintf(out, ", %s", allowed);
+        if (*allowed) fprintf(out, ", %s", allowed);
     }
     if (dd_conf_has_env(it)) {
         dd_conf_env_name(it, env, sizeof(env));

@@ -48,7 +48,8 @@ int dd_conf_kafka_apply(const dd_conf_t *conf, rd_kafka_conf_t *kconf,
         const char *p = conf->kafka.properties[i];
         if (!(skip && skip(p))) rc = dd_conf_kafka_set_prop(kconf, p, errstr, errstr_size);
     }
-    if (!rc) rc = dd_conf_kafka_set(kconf, "bootstrap.servers", conf->kafka.brokers, errstr,
-                                    errstr_size);
+    if (!rc)
+        rc =
+            dd_conf_kafka_set(kconf, "bootstrap.servers", conf->kafka.brokers, errstr, errstr_size);
     return rc;
 }

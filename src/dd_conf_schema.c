@@ -204,7 +204,6 @@ const dd_conf_item_t dd_conf_items[] = {
 const int dd_conf_item_cnt = (int)DD_ARRAY_LEN(dd_conf_items);
 _Static_assert(DD_ARRAY_LEN(dd_conf_items) <= DD_CONF_MAX_ITEMS, "raise DD_CONF_MAX_ITEMS");
 
-
 /*
  * Lookups and names
  */

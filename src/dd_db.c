@@ -19,11 +19,11 @@
 struct dd_db_s {
     MYSQL *mysql;
     const dd_conf_t *conf;
-    int returning; /* the server has INSERT ... RETURNING */
-    int bulk;      /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
-    size_t max_packet;                /* the server's max_allowed_packet */
-    size_t need_stmt;                 /* dd_db_require_statement(): 0 or the bytes required */
-    char need_what[160];              /* and what requires them */
+    int returning;       /* the server has INSERT ... RETURNING */
+    int bulk;            /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
+    size_t max_packet;   /* the server's max_allowed_packet */
+    size_t need_stmt;    /* dd_db_require_statement(): 0 or the bytes required */
+    char need_what[160]; /* and what requires them */
     MYSQL_STMT *stmts[DD_STMT_SLOTS]; /* prepared on this connection, or NULL */
 };
 
@@ -68,7 +68,7 @@ static int dd_db_server_has_returning(MYSQL *mysql)
 
     if (dd_test_fault("no_returning")) {
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no "
-               "INSERT ... RETURNING (test fault injection).");
+                            "INSERT ... RETURNING (test fault injection).");
         return 0;
     }
     return info && strstr(info, "MariaDB") && mysql_get_server_version(mysql) >= 100500;
@@ -83,7 +83,7 @@ static int dd_db_server_has_bulk(MYSQL *mysql)
 
     if (dd_test_fault("no_bulk")) {
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no bulk "
-               "execution (test fault injection).");
+                            "execution (test fault injection).");
         return 0;
     }
     if (mariadb_get_infov(mysql, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &caps) != 0)
@@ -133,9 +133,8 @@ static int dd_db_check_statement(const dd_db_t *db, char *errstr, size_t errstr_
 static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = db->conf;
-    unsigned int timeout = (unsigned int)(conf->mysql.connect_timeout_s > 0
-                                              ? conf->mysql.connect_timeout_s
-                                              : 5);
+    unsigned int timeout =
+        (unsigned int)(conf->mysql.connect_timeout_s > 0 ? conf->mysql.connect_timeout_s : 5);
     unsigned int rw_timeout = 60;
     my_bool off = 0;
     unsigned int err;
@@ -183,12 +182,10 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 static void dd_db_disconnect(dd_db_t *db)
 {
     for (int i = 0; i < DD_STMT_SLOTS; i++) {
-        if (db->stmts[i])
-            mysql_stmt_close(db->stmts[i]);
+        if (db->stmts[i]) mysql_stmt_close(db->stmts[i]);
         db->stmts[i] = NULL;
     }
-    if (db->mysql)
-        mysql_close(db->mysql);
+    if (db->mysql) mysql_close(db->mysql);
     db->mysql = NULL;
 }
 
@@ -221,8 +218,7 @@ int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size)
 
 void dd_db_destroy(dd_db_t *db)
 {
-    if (!db)
-        return;
+    if (!db) return;
     dd_db_disconnect(db);
     free(db);
 }
@@ -250,8 +246,8 @@ MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot)
     return db->stmts[slot];
 }
 
-int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
-                  MYSQL_STMT **stmtp, char *errstr, size_t errstr_size)
+int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len, MYSQL_STMT **stmtp,
+                  char *errstr, size_t errstr_size)
 {
     MYSQL_STMT *stmt;
     unsigned int err;
@@ -271,8 +267,7 @@ int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
         mysql_stmt_close(stmt);
         return dd_db_classify(err);
     }
-    if (db->stmts[slot])
-        mysql_stmt_close(db->stmts[slot]);
+    if (db->stmts[slot]) mysql_stmt_close(db->stmts[slot]);
     db->stmts[slot] = *stmtp = stmt;
     return DD_OK;
 }
@@ -297,8 +292,7 @@ static int dd_db_exec_len(MYSQL *mysql, const char *sql, size_t len, char *errst
         dd_errstr_set(errstr, errstr_size, "2006: not connected");
         return DD_ERR_RETRIABLE;
     }
-    if (mysql_real_query(mysql, sql, (unsigned long)len) != 0)
-        goto fail;
+    if (mysql_real_query(mysql, sql, (unsigned long)len) != 0) goto fail;
     /* Drain every result so the connection is ready for the next statement. */
     do {
         res = mysql_store_result(mysql);
@@ -307,8 +301,7 @@ static int dd_db_exec_len(MYSQL *mysql, const char *sql, size_t len, char *errst
         else if (mysql_field_count(mysql) != 0)
             goto fail;
     } while (mysql_next_result(mysql) == 0);
-    if (mysql_errno(mysql))
-        goto fail;
+    if (mysql_errno(mysql)) goto fail;
     return DD_OK;
 fail:
     err = mysql_errno(mysql);
@@ -342,8 +335,7 @@ void dd_db_hex(dd_buf_t *b, const void *data, size_t n)
         dd_buf_puts(b, "''");
         return;
     }
-    if (!(o = dd_buf_reserve(b, 2 * n + 3)))
-        return;
+    if (!(o = dd_buf_reserve(b, 2 * n + 3))) return;
     o[0] = 'X';
     o[1] = '\'';
     dd_text_hex(o + 2, data, n, 0);
@@ -356,8 +348,7 @@ void dd_db_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n)
     char *o = dd_buf_reserve(b, 2 * n + 2);
     unsigned long len;
 
-    if (!o)
-        return;
+    if (!o) return;
     o[0] = '\'';
     len = mysql_real_escape_string(mysql, o + 1, s, (unsigned long)n);
     o[len + 1] = '\'';

@@ -61,8 +61,8 @@ MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot);
 
 /* Prepares sql into the slot. Returns 0 or the dd_err_t class of the error
  * (written to errstr). */
-int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
-                  MYSQL_STMT **stmtp, char *errstr, size_t errstr_size);
+int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len, MYSQL_STMT **stmtp,
+                  char *errstr, size_t errstr_size);
 
 /* Maps a MySQL/MariaDB error number to a dd_err_t class. */
 int dd_db_classify(unsigned int err);

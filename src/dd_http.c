@@ -581,8 +581,7 @@ int dd_http_start(dd_http_t *http, char *errstr, size_t errstr_size)
     http->started_ms = dd_now_ms();
     http->idle_seen_ms = http->started_ms;
     fd = dd_http_listen(conf->http.listen, errstr, errstr_size);
-    if (fd < 0)
-        return DD_ERR_IO;
+    if (fd < 0) return DD_ERR_IO;
     /* MHD owns fd from here on and closes it when it stops. Whether a failed
      * start closes it differs between versions: leaving it open on that path
      * (the process is about to exit) is safer than a double close. */

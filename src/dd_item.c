@@ -15,16 +15,14 @@ dd_item_t *dd_item_new(void)
 void dd_item_reset(dd_item_t *item, dd_parse_pool_t *pool)
 {
     dd_parse_release(pool, item->json);
-    if (item->rkm)
-        rd_kafka_message_destroy(item->rkm);
+    if (item->rkm) rd_kafka_message_destroy(item->rkm);
     free(item->response);
     memset(item, 0, sizeof(*item));
 }
 
 void dd_item_destroy(dd_item_t *item, dd_parse_pool_t *pool)
 {
-    if (!item)
-        return;
+    if (!item) return;
     dd_item_reset(item, pool);
     free(item);
 }

@@ -60,18 +60,16 @@ static size_t dd_lane_collect(dd_lane_t *lane)
         while (lane->head && n < max) {
             dd_item_t *item = lane->head;
             lane->head = item->next;
-            if (!lane->head)
-                lane->tail = NULL;
+            if (!lane->head) lane->tail = NULL;
             lane->queued--;
             item->next = NULL;
             lane->batch[n++] = item;
         }
-        if (n >= max || atomic_load(&lane->group->stop_hard))
+        if (n >= max || atomic_load(&lane->group->stop_hard)) break;
+        if (n > 0 &&
+            (waited || conf->batch.max_wait_ms == 0 || atomic_load(&lane->group->stop_soft)))
             break;
-        if (n > 0 && (waited || conf->batch.max_wait_ms == 0 || atomic_load(&lane->group->stop_soft)))
-            break;
-        if (n == 0 && atomic_load(&lane->group->stop_soft))
-            break;
+        if (n == 0 && atomic_load(&lane->group->stop_soft)) break;
         /* The fill deadline is set once, at the first item: every push
          * signals the lane, and ending the wait at the next push would cut
          * batches down to the arrival rate of single messages. */
@@ -83,8 +81,7 @@ static size_t dd_lane_collect(dd_lane_t *lane)
         }
         lane->idle = n == 0;
         lane->need = max - n;
-        if (pthread_cond_timedwait(&lane->cv, &lane->mu, &ts) == ETIMEDOUT && n > 0)
-            waited = 1;
+        if (pthread_cond_timedwait(&lane->cv, &lane->mu, &ts) == ETIMEDOUT && n > 0) waited = 1;
     }
     lane->idle = 0;
     lane->need = max;
@@ -101,8 +98,7 @@ static int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
 
     for (int i = 1; i < attempt && ms < conf->retry.backoff_max_ms; i++)
         ms *= 2;
-    if (ms > conf->retry.backoff_max_ms)
-        ms = conf->retry.backoff_max_ms;
+    if (ms > conf->retry.backoff_max_ms) ms = conf->retry.backoff_max_ms;
     /* +-20% jitter so lanes and workers do not retry in lock step */
     return ms * (80 + rand_r(&lane->seed) % 41) / 100;
 }
@@ -117,10 +113,8 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     dd_log(DD_LOG_WARN, "Lane %d: batch rolled back, will replay it (attempt %d): %s", lane->idx,
            attempt, why);
     for (;;) {
-        if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard))
-            return DD_OK;
-        if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
-            return DD_OK;
+        if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard)) return DD_OK;
+        if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0) return DD_OK;
         rc = dd_db_reconnect(lane->db, err, sizeof(err));
         if (!rc) {
             dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
@@ -139,14 +133,12 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
  * fatal error), so dd_lanes_stop() hands them to the consumer's thread. */
 static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
 {
-    if (n == 0)
-        return;
+    if (n == 0) return;
     pthread_mutex_lock(&lane->mu);
     for (size_t i = n; i-- > 0;) {
         items[i]->next = lane->head;
         lane->head = items[i];
-        if (!lane->tail)
-            lane->tail = items[i];
+        if (!lane->tail) lane->tail = items[i];
     }
     lane->queued += n;
     pthread_mutex_unlock(&lane->mu);
@@ -179,12 +171,12 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
      * never for the input, which parsed already: stop rather than compare a
      * hash that was not computed. */
     for (size_t i = 0; i < n; i++) {
-        if (items[i]->hashed)
-            continue;
+        if (items[i]->hashed) continue;
         if (dd_hash_payload(group->hspec, items[i]->rkm->payload, items[i]->rkm->len,
                             items[i]->hash) != DD_OK) {
-            dd_lanes_set_fatal(lane->group, lane->idx, "cannot compute a request hash (out of memory or a "
-                                    "libcrypto error)");
+            dd_lanes_set_fatal(lane->group, lane->idx,
+                               "cannot compute a request hash (out of memory or a "
+                               "libcrypto error)");
             dd_lane_requeue(lane, items, n);
             return;
         }
@@ -203,8 +195,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
         t0 = dd_now_us();
         for (;;) {
             rc = dd_lane_txn(lane, items + start, limit, &retry_at, &d, err, sizeof(err));
-            if (rc || retry_at <= 0)
-                break;
+            if (rc || retry_at <= 0) break;
             dd_lane_carry(&carried, &d);
             backoff_item = items[start + (size_t)retry_at];
             limit = (size_t)retry_at; /* commit what came before it */
@@ -215,8 +206,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
             dd_lane_carry(&e, &d); /* what the failed attempt saw still happened */
             dd_lanes_post(lane->group, NULL, 0, &e);
             rc = dd_lane_recover(lane, ++db_attempt, err);
-            if (!rc)
-                continue;
+            if (!rc) continue;
         }
         if (rc) {
             dd_lanes_set_fatal(lane->group, lane->idx, err);
@@ -255,8 +245,10 @@ static unsigned long dd_lane_fault_setting(const char *name)
     unsigned long n = dd_test_fault(name);
 
     if (n)
-        dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: every %lu. COMMIT will report a lost "
-               "connection after succeeding (test fault injection).", n);
+        dd_log(DD_LOG_WARN,
+               "DEDUPD_TEST_FAULTS: every %lu. COMMIT will report a lost "
+               "connection after succeeding (test fault injection).",
+               n);
     return n;
 }
 
@@ -268,8 +260,7 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     dd_lane_t *lane = calloc(1, sizeof(*lane));
 
     *lanep = NULL;
-    if (!lane)
-        goto nomem;
+    if (!lane) goto nomem;
     lane->group = group;
     lane->idx = idx;
     lane->seed = (unsigned int)(time(NULL) ^ (idx * 7919));
@@ -279,7 +270,7 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     lane->fault_blind = dd_test_fault("precheck_blind") != 0;
     if (lane->fault_blind && idx == 0)
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: the claim pre-check finds no keys, so every "
-               "known key races (test fault injection).");
+                            "known key races (test fault injection).");
     pthread_mutex_init(&lane->mu, NULL);
     pthread_cond_init(&lane->cv, NULL);
     lane->batch = calloc(cap, sizeof(*lane->batch));
@@ -305,10 +296,8 @@ int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
 {
     int rc = dd_db_new(&lane->db, lane->group->conf, errstr, errstr_size);
 
-    if (!rc)
-        rc = dd_claim_require(lane->db, &lane->group->copts, errstr, errstr_size);
-    if (rc)
-        return rc;
+    if (!rc) rc = dd_claim_require(lane->db, &lane->group->copts, errstr, errstr_size);
+    if (rc) return rc;
     if (pthread_create(&lane->thr, NULL, dd_lane_main, lane) != 0) {
         dd_errstr_set(errstr, errstr_size, "cannot start lane thread");
         return DD_ERR_FATAL;
@@ -319,8 +308,7 @@ int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
 
 void dd_lane_stop(dd_lane_t *lane)
 {
-    if (!lane || !lane->started)
-        return;
+    if (!lane || !lane->started) return;
     pthread_mutex_lock(&lane->mu);
     pthread_cond_broadcast(&lane->cv);
     pthread_mutex_unlock(&lane->mu);
@@ -339,8 +327,7 @@ dd_item_t *dd_lane_unqueue(dd_lane_t *lane)
 
 void dd_lane_destroy(dd_lane_t *lane)
 {
-    if (!lane)
-        return;
+    if (!lane) return;
     dd_lane_stop(lane);
     dd_item_list_destroy(dd_lane_unqueue(lane), NULL);
     dd_db_destroy(lane->db);

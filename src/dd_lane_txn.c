@@ -148,24 +148,21 @@ static int dd_lane_handler_db_error(dd_lane_t *lane, char *errstr, size_t errstr
     MYSQL *mysql = dd_db_mysql(lane->db);
     unsigned int err = mysql_errno(mysql);
 
-    if (!err || dd_db_classify(err) != DD_ERR_RETRIABLE)
-        return 0;
+    if (!err || dd_db_classify(err) != DD_ERR_RETRIABLE) return 0;
     dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err, mysql_error(mysql));
     return DD_ERR_RETRIABLE;
 }
 
 /* A handler call left the connection outside the transaction: a deadlock
  * rolled it back (retriable), or the handler ended it (a bug: fatal). */
-static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr,
-                          size_t errstr_size)
+static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr, size_t errstr_size)
 {
-    if (dd_lane_handler_db_error(lane, errstr, errstr_size))
-        return DD_ERR_RETRIABLE;
+    if (dd_lane_handler_db_error(lane, errstr, errstr_size)) return DD_ERR_RETRIABLE;
     dd_errstr_set(errstr, errstr_size,
                   "handler %s (%s) ended the transaction (COMMIT, ROLLBACK or autocommit) "
                   "at %s [%d] @%lld: this is a handler bug",
-                  dd_handler_name(lane->group->h), dd_handler_path(lane->group->h), item->claim->topic,
-                  (int)item->rkm->partition, (long long)item->rkm->offset);
+                  dd_handler_name(lane->group->h), dd_handler_path(lane->group->h),
+                  item->claim->topic, (int)item->rkm->partition, (long long)item->rkm->offset);
     return DD_ERR_FATAL;
 }
 
@@ -210,8 +207,7 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     dedupd_status st;
 
     rc = safe ? dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
-    if (rc)
-        return rc;
+    if (rc) return rc;
     dd_lane_msg_fill(item, &msg);
     st = dd_handler_handle(lane->group->h, mysql, &msg, &res, &broken);
     if (broken) {
@@ -223,13 +219,10 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
         return DD_OK;
     }
     free(res.response);
-    if (dd_lane_handler_db_error(lane, errstr, errstr_size))
-        return DD_ERR_RETRIABLE;
+    if (dd_lane_handler_db_error(lane, errstr, errstr_size)) return DD_ERR_RETRIABLE;
     rc = safe ? dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
-    if (rc && dd_handler_txn_lost(mysql))
-        return dd_lane_lost(lane, item, errstr, errstr_size);
-    if (rc)
-        return rc;
+    if (rc && dd_handler_txn_lost(mysql)) return dd_lane_lost(lane, item, errstr, errstr_size);
+    if (rc) return rc;
     if (st == DEDUPD_RETRY) {
         item->attempts++;
         d->retries++;
@@ -241,8 +234,8 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     } else {
         dd_lane_dlq(item, DD_REASON_REJECTED, "%s", res.error);
     }
-    dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key,
-               "Message %s: %s", dd_reason2str(item->reason), item->error);
+    dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key, "Message %s: %s",
+               dd_reason2str(item->reason), item->error);
     if (!safe) {
         lane->decided = item; /* not called again: the redo only records it */
         return DD_ERR_REDO;
@@ -287,14 +280,12 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
     dedupd_status st;
 
     for (size_t i = 0; i < n; i++) {
-        if (!dd_lane_owns(lane, items, i))
-            continue;
+        if (!dd_lane_owns(lane, items, i)) continue;
         dd_lane_msg_fill(items[i], &lane->msgs[m]);
         lane->msgv[m] = &lane->msgs[m];
         m++;
     }
-    if (m == 0)
-        return DD_OK;
+    if (m == 0) return DD_OK;
     st = dd_handler_handle_batch(lane->group->h, mysql, lane->msgv, m, lane->results, &broken);
     if (broken) {
         for (size_t j = 0; j < m; j++)
@@ -304,14 +295,15 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
     if (st != DEDUPD_OK) {
         if (dd_lane_handler_db_error(lane, errstr, errstr_size))
             return DD_ERR_RETRIABLE; /* replay the batch, as one batch again */
-        dd_log(DD_LOG_DEBUG, "Lane %d: handler %s declined a batch of %zu, going message by "
-               "message: %s", lane->idx, dd_handler_name(lane->group->h), m,
+        dd_log(DD_LOG_DEBUG,
+               "Lane %d: handler %s declined a batch of %zu, going message by "
+               "message: %s",
+               lane->idx, dd_handler_name(lane->group->h), m,
                lane->results[0].error[0] ? lane->results[0].error : "no reason given");
         return DD_ERR_DECLINED;
     }
     for (size_t i = 0; i < n; i++)
-        if (dd_lane_owns(lane, items, i))
-            dd_lane_applied(items[i], lane->results[k++].response, d);
+        if (dd_lane_owns(lane, items, i)) dd_lane_applied(items[i], lane->results[k++].response, d);
     d->batched += m;
     return DD_OK;
 }
@@ -339,17 +331,14 @@ static int dd_lane_rollback(dd_lane_t *lane, dd_item_t *const *items, size_t n, 
     char err[1024];
     int erc;
 
-    if (rc != DD_OK && rc != DD_ERR_REDO && rc != DD_ERR_DECLINED &&
-        rc != DD_ERR_RACED) {
+    if (rc != DD_OK && rc != DD_ERR_REDO && rc != DD_ERR_DECLINED && rc != DD_ERR_RACED) {
         dd_db_rollback_quiet(lane->db);
         return rc;
     }
     erc = dd_lane_end(lane, items, n, 0, err, sizeof(err));
-    if (erc == DD_OK)
-        return rc;
-    dd_db_rollback_quiet(lane->db); /* the release failed: nothing ran after it */
-    if (erc != DD_ERR_FATAL)
-        return rc; /* a lost connection: the next attempt meets it */
+    if (erc == DD_OK) return rc;
+    dd_db_rollback_quiet(lane->db);     /* the release failed: nothing ran after it */
+    if (erc != DD_ERR_FATAL) return rc; /* a lost connection: the next attempt meets it */
     dd_errstr_set(errstr, errstr_size, "%s", err);
     return DD_ERR_FATAL;
 }
@@ -376,10 +365,8 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         dd_errstr_set(errstr, errstr_size, "no random bytes for the claim token");
         return DD_ERR_FATAL;
     }
-    if (lane->group->copts.defer && !locking)
-        flags |= DD_CLAIM_DEFER;
-    if (lane->fault_blind)
-        flags |= DD_CLAIM_BLIND;
+    if (lane->group->copts.defer && !locking) flags |= DD_CLAIM_DEFER;
+    if (lane->fault_blind) flags |= DD_CLAIM_BLIND;
     rc = dd_handler_txn_begin(dd_db_mysql(lane->db), errstr, errstr_size);
     if (!rc)
         rc = dd_claim_acquire(lane->db, &lane->group->copts, lane->claimv, u, token, flags,
@@ -396,8 +383,8 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         if (first && item->claim->mine && item == lane->decided)
             dd_lane_record_decided(item);
         else if (first && item->claim->mine)
-            rc = dd_lane_run_handler(lane, item, mode == DD_LANE_SAVEPOINTS, d, errstr,
-                                     errstr_size);
+            rc =
+                dd_lane_run_handler(lane, item, mode == DD_LANE_SAVEPOINTS, d, errstr, errstr_size);
         else
             rc = dd_lane_judge_copy(lane, item, first, d);
         if (rc == DD_ERR_RETRY) {
@@ -413,13 +400,13 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     if (!rc && mine)
         rc = dd_claim_finish(lane->db, &lane->group->copts, lane->claimv, mine, &lane->sql,
                              lane->rows, errstr, errstr_size);
-    if (!rc)
-        rc = dd_lane_end(lane, items, n, 1, errstr, errstr_size);
+    if (!rc) rc = dd_lane_end(lane, items, n, 1, errstr, errstr_size);
     if (!rc && lane->fault_commit_lost && ++lane->commits % lane->fault_commit_lost == 0) {
         /* Test-only fault: the COMMIT went through but its reply is "lost",
          * exactly what a dropped connection during COMMIT looks like. */
-        dd_errstr_set(errstr, errstr_size, "2013: Lost connection to server during COMMIT "
-                                           "(injected by DEDUPD_TEST_FAULTS)");
+        dd_errstr_set(errstr, errstr_size,
+                      "2013: Lost connection to server during COMMIT "
+                      "(injected by DEDUPD_TEST_FAULTS)");
         rc = DD_ERR_RETRIABLE;
     }
     if (!rc) {
@@ -486,11 +473,12 @@ int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at, dd
 
     rc = dd_lane_txn_modes(lane, items, n, 0, retry_at, d, errstr, errstr_size);
     if (rc == DD_ERR_RACED) {
-        dd_log(DD_LOG_INFO, "Lane %d: another consumer claimed a key of this batch meanwhile; "
-               "rolled back, running it again with the locking claim.", lane->idx);
+        dd_log(DD_LOG_INFO,
+               "Lane %d: another consumer claimed a key of this batch meanwhile; "
+               "rolled back, running it again with the locking claim.",
+               lane->idx);
         rc = dd_lane_txn_modes(lane, items, n, 1, retry_at, d, errstr, errstr_size);
         d->claim_races++;
     }
     return rc;
 }
-

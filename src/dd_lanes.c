@@ -90,8 +90,7 @@ void dd_lanes_push(dd_lanes_t *lanes, const void *route_key, size_t route_len, d
 
 int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
 {
-    if (!atomic_load(&lanes->fatal))
-        return 0;
+    if (!atomic_load(&lanes->fatal)) return 0;
     pthread_mutex_lock(&lanes->mu);
     dd_errstr_set(errstr, errstr_size, "%s", lanes->fatal_err);
     pthread_mutex_unlock(&lanes->mu);
@@ -127,8 +126,8 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
     pthread_cond_init(&lanes->cv, NULL);
     dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
     gethostname(host, sizeof(host) - 1);
-    snprintf(lanes->owner, sizeof(lanes->owner), "%s:%d%s%s", host, (int)getpid(),
-             role ? " " : "", role ? role : "");
+    snprintf(lanes->owner, sizeof(lanes->owner), "%s:%d%s%s", host, (int)getpid(), role ? " " : "",
+             role ? role : "");
     dd_claim_opts_init(&lanes->copts, conf, lanes->owner);
     rc = dd_hash_spec_new(&lanes->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                           errstr_size);
@@ -148,8 +147,7 @@ int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
 
     for (int i = 0; !rc && i < lanes->n; i++)
         rc = dd_lane_start(lanes->lane[i], errstr, errstr_size);
-    if (rc)
-        dd_lanes_stop(lanes, NULL);
+    if (rc) dd_lanes_stop(lanes, NULL);
     return rc;
 }
 
@@ -169,11 +167,9 @@ void dd_lanes_stop(dd_lanes_t *lanes, dd_item_t **leftover)
     for (int i = 0; i < lanes->n; i++) {
         dd_item_t *list, *tail;
 
-        if (!lanes->lane[i])
-            continue;
+        if (!lanes->lane[i]) continue;
         dd_lane_stop(lanes->lane[i]);
-        if (!(list = dd_lane_unqueue(lanes->lane[i])))
-            continue;
+        if (!(list = dd_lane_unqueue(lanes->lane[i]))) continue;
         if (!leftover) {
             dd_item_list_destroy(list, NULL);
             continue;
@@ -187,8 +183,7 @@ void dd_lanes_stop(dd_lanes_t *lanes, dd_item_t **leftover)
 
 void dd_lanes_destroy(dd_lanes_t *lanes)
 {
-    if (!lanes)
-        return;
+    if (!lanes) return;
     dd_lanes_stop(lanes, NULL);
     for (int i = 0; i < lanes->n; i++)
         dd_lane_destroy(lanes->lane[i]);

@@ -20,14 +20,11 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
 
     (void)opts;
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
-    if (!rc)
-        rc = dd_db_new(&db, conf, err, sizeof(err));
-    if (!rc)
-        rc = dd_migrate_run(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
+    if (!rc) rc = dd_db_new(&db, conf, err, sizeof(err));
+    if (!rc) rc = dd_migrate_run(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
     if (!rc)
         rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err, sizeof(err));
-    if (!rc)
-        rc = dd_handler_migrate(h, dd_db_mysql(db), err, sizeof(err));
+    if (!rc) rc = dd_handler_migrate(h, dd_db_mysql(db), err, sizeof(err));
     if (rc)
         fprintf(stderr, "dedupd migrate: %s\n", err);
     else

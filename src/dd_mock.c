@@ -617,8 +617,7 @@ static int dd_mock_parse(void *opts, int argc, char **argv)
 {
     char errstr[512];
 
-    if (dd_mock_opts_parse(argc, argv, opts, errstr, sizeof(errstr)) == 0)
-        return DD_EXIT_OK;
+    if (dd_mock_opts_parse(argc, argv, opts, errstr, sizeof(errstr)) == 0) return DD_EXIT_OK;
     fprintf(stderr, "mock-kafka: %s (see dedupd mock-kafka --help)\n", errstr);
     return DD_EXIT_USAGE;
 }
@@ -644,8 +643,9 @@ static int dd_mock_run(const dd_conf_t *conf, void *opts_)
         fprintf(stderr, "mock-kafka: signal setup: %s\n", strerror(errno));
         goto done;
     }
-    if (opts->control_path && (dd_mock_ctl_create(&ctl, opts->control_path, errstr, sizeof(errstr)) ||
-                               dd_mock_ctl_reopen(&ctl, errstr, sizeof(errstr)))) {
+    if (opts->control_path &&
+        (dd_mock_ctl_create(&ctl, opts->control_path, errstr, sizeof(errstr)) ||
+         dd_mock_ctl_reopen(&ctl, errstr, sizeof(errstr)))) {
         fprintf(stderr, "mock-kafka: %s\n", errstr);
         goto done;
     }

@@ -54,8 +54,7 @@ typedef struct dd_parse_pool_s dd_parse_pool_t;
 
 /* The region is sized for about max_trees trees of 4 KiB (at most 256 MiB);
  * pages are only committed as chunks are first used. */
-int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr,
-                      size_t errstr_size);
+int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr, size_t errstr_size);
 /* Every tree parsed into the pool must have been released. NULL is fine. */
 void dd_parse_pool_destroy(dd_parse_pool_t *pool);
 

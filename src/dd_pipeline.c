@@ -40,8 +40,7 @@ static dd_item_t *dd_pipeline_item_new(dd_pipeline_t *pl)
 {
     dd_item_t *item = pl->spare;
 
-    if (!item)
-        return dd_item_new();
+    if (!item) return dd_item_new();
     pl->spare = item->next;
     pl->spare_cnt--;
     item->next = NULL; /* the rest was zeroed when it was recycled */
@@ -55,8 +54,7 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
     pl->stats.messages = pl->messages;
     pl->stats.first_poll_ms = pl->first_poll_ms;
     pl->stats.fetch_wait_us = pl->fetch_wait_us;
-    if (!pl->lat_pending)
-        return;
+    if (!pl->lat_pending) return;
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
         pl->stats.latency_buckets[i] += pl->lat[i];
     memset(pl->lat, 0, sizeof(pl->lat));
@@ -67,8 +65,7 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
  * now_us: the time it finished, read once for everything drained together. */
 void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
 {
-    if (item->pt && item->epoch == item->pt->epoch)
-        dd_ptrack_done(item->pt, item->seq);
+    if (item->pt && item->epoch == item->pt->epoch) dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
     pl->last_finish_ms = now_us / 1000;
     pl->lat[dd_stats_latency_bucket(now_us - item->t_poll_us)]++;
@@ -137,8 +134,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->t_poll_us = dd_now_us();
     item->t_poll_ms = item->t_poll_us / 1000;
     pl->inflight++;
-    if (!pl->messages++)
-        pl->first_poll_ms = item->t_poll_ms;
+    if (!pl->messages++) pl->first_poll_ms = item->t_poll_ms;
     dd_pipeline_route(pl, item);
 }
 
@@ -152,19 +148,16 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
     /* Where each partition resumes: needed to know when --exit-at-end is
      * reached for partitions that bring no new messages. */
     err = dd_source_committed(pl->src, committed, 10000);
-    if (err)
-        dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
+    if (err) dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
     for (int i = 0; i < committed->cnt; i++) {
         rd_kafka_topic_partition_t *p = &committed->elems[i];
         dd_ptrack_t *pt = dd_offsets_get(pl->offs, p->topic, p->partition, 1);
         int64_t next = !err && !p->err && p->offset >= 0 ? p->offset : -1;
-        if (!pt)
-            continue;
+        if (!pt) continue;
         dd_ptrack_reset(pt, 1, next);
-        if (next >= 0)
-            pt->committed = next;
-        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.",
-               p->topic, (int)p->partition, (long long)next, (long long)pt->end_offset);
+        if (next >= 0) pt->committed = next;
+        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.", p->topic,
+               (int)p->partition, (long long)next, (long long)pt->end_offset);
     }
     rd_kafka_topic_partition_list_destroy(committed);
     pl->assignment_live = 1;
@@ -176,10 +169,9 @@ static uint64_t dd_pipeline_inflight_of(dd_pipeline_t *pl,
     uint64_t n = 0;
 
     for (int i = 0; i < parts->cnt; i++) {
-        dd_ptrack_t *pt = dd_offsets_get(pl->offs, parts->elems[i].topic,
-                                         parts->elems[i].partition, 0);
-        if (pt && pt->assigned)
-            n += dd_ptrack_inflight(pt);
+        dd_ptrack_t *pt =
+            dd_offsets_get(pl->offs, parts->elems[i].topic, parts->elems[i].partition, 0);
+        if (pt && pt->assigned) n += dd_ptrack_inflight(pt);
     }
     return n;
 }
@@ -194,16 +186,13 @@ static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition
      * only an optimisation: the database would recognise the redelivered
      * messages as duplicates anyway. */
     while (!lost && !dd_lanes_failed(pl->lanes, NULL, 0) && !dd_lanes_stopped(pl->lanes) &&
-           dd_now_ms() < deadline &&
-           dd_pipeline_inflight_of(pl, parts) > 0)
+           dd_now_ms() < deadline && dd_pipeline_inflight_of(pl, parts) > 0)
         dd_pipeline_drain(pl, 10);
-    if (!lost)
-        dd_source_store(pl->src);
+    if (!lost) dd_source_store(pl->src);
     for (int i = 0; i < parts->cnt; i++) {
-        dd_ptrack_t *pt = dd_offsets_get(pl->offs, parts->elems[i].topic,
-                                         parts->elems[i].partition, 0);
-        if (pt)
-            dd_ptrack_reset(pt, 0, -1); /* results still in flight are ignored */
+        dd_ptrack_t *pt =
+            dd_offsets_get(pl->offs, parts->elems[i].topic, parts->elems[i].partition, 0);
+        if (pt) dd_ptrack_reset(pt, 0, -1); /* results still in flight are ignored */
     }
     /* A rejoin follows (an assign, maybe empty): until then "every assigned
      * partition is at its end" would be true of nothing at all. */
@@ -238,13 +227,11 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     dd_pipeline_counters_flush(pl);
     pl->stats.running = 1;
     pthread_mutex_unlock(&pl->mu);
-    if (now - pl->lag_refresh_ms < 2000)
-        return;
+    if (now - pl->lag_refresh_ms < 2000) return;
     pl->lag_refresh_ms = now;
     if (assigned > pl->lag_cap) {
         dd_lag_t *lags = realloc(pl->lags, assigned * sizeof(*lags));
-        if (!lags)
-            return;
+        if (!lags) return;
         pl->lags = lags;
         pl->lag_cap = assigned;
     }
@@ -252,14 +239,12 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     for (size_t i = 0; i < dd_offsets_count(pl->offs) && n < pl->lag_cap; i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
         int64_t lo, hi;
-        if (!pt->assigned)
-            continue;
+        if (!pt->assigned) continue;
         hi = dd_source_high(pl->src, pt->topic, pt->partition, &lo);
         snprintf(pl->lags[n].topic, sizeof(pl->lags[n].topic), "%s", pt->topic);
         pl->lags[n].partition = pt->partition;
         pl->lags[n].lag = hi < 0 ? -1 : pt->next >= 0 ? hi - pt->next : hi - (lo > 0 ? lo : 0);
-        if (pl->lags[n].lag < 0 && hi >= 0)
-            pl->lags[n].lag = 0;
+        if (pl->lags[n].lag < 0 && hi >= 0) pl->lags[n].lag = 0;
         n++;
     }
     pl->lag_cnt = n;
@@ -293,12 +278,10 @@ static void dd_pipeline_poll_empty(dd_pipeline_t *pl, int64_t since_us)
 
 static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
 {
-    if (!pl->assignment_live)
-        return 0;
+    if (!pl->assignment_live) return 0;
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        if (pt->assigned && !dd_ptrack_at_end(pt))
-            return 0;
+        if (pt->assigned && !dd_ptrack_at_end(pt)) return 0;
     }
     return 1;
 }
@@ -312,8 +295,7 @@ static int dd_pipeline_all_committed(dd_pipeline_t *pl)
 {
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        if (pt->assigned && pt->next >= 0 && pt->committed < pt->next)
-            return 0;
+        if (pt->assigned && pt->next >= 0 && pt->committed < pt->next) return 0;
     }
     return 1;
 }
@@ -336,13 +318,11 @@ static int dd_pipeline_end_reached(dd_pipeline_t *pl, int64_t *since, int64_t *l
     }
     if (dd_pipeline_all_committed(pl)) {
         dd_log(DD_LOG_INFO, "Every assigned partition is applied and committed up to its end "
-               "offset.");
+                            "offset.");
         return 1;
     }
-    if (!*since)
-        *since = now;
-    if (now - *since > DD_PIPELINE_END_COMMIT_MS)
-        return -1;
+    if (!*since) *since = now;
+    if (now - *since > DD_PIPELINE_END_COMMIT_MS) return -1;
     if (now - *last_commit >= 500) {
         dd_source_commit_sync(pl->src, err, sizeof(err));
         *last_commit = now;
@@ -368,47 +348,40 @@ static int dd_pipeline_backpressure(dd_pipeline_t *pl)
 
     if (pl->inflight < max) {
         pl->full_since_ms = 0;
-        if (dd_source_paused(pl->src) && pl->inflight <= max / 2)
-            dd_source_pause(pl->src, 0);
+        if (dd_source_paused(pl->src) && pl->inflight <= max / 2) dd_source_pause(pl->src, 0);
         return 0;
     }
-    if (dd_source_paused(pl->src))
-        return 0;
+    if (dd_source_paused(pl->src)) return 0;
     now = dd_now_ms();
-    if (!pl->full_since_ms)
-        pl->full_since_ms = now;
-    if (now - pl->full_since_ms < DD_PIPELINE_PAUSE_AFTER_MS)
-        return 1;
-    dd_log(DD_LOG_INFO, "%lld messages in flight for %d ms: pausing consumption until half "
-           "of them are done.", (long long)pl->inflight, DD_PIPELINE_PAUSE_AFTER_MS);
+    if (!pl->full_since_ms) pl->full_since_ms = now;
+    if (now - pl->full_since_ms < DD_PIPELINE_PAUSE_AFTER_MS) return 1;
+    dd_log(DD_LOG_INFO,
+           "%lld messages in flight for %d ms: pausing consumption until half "
+           "of them are done.",
+           (long long)pl->inflight, DD_PIPELINE_PAUSE_AFTER_MS);
     dd_source_pause(pl->src, 1);
     return 0;
 }
 
-static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr,
-                             size_t errstr_size)
+static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr, size_t errstr_size)
 {
     int rc;
 
     pl->offs = dd_offsets_new();
-    if (!pl->offs)
-        return DD_ERR_NOMEM;
+    if (!pl->offs) return DD_ERR_NOMEM;
     rc = dd_dlq_new(&pl->dlq, pl->conf, dd_pipeline_dlq_cb, pl, errstr, errstr_size);
     if (!rc)
         rc = dd_source_new(&pl->src, pl->conf, pl->offs, dd_pipeline_rebalance, pl, errstr,
                            errstr_size);
     for (int attempt = 0; !rc && exit_at_end; attempt++) {
         rc = dd_source_query_ends(pl->src, 10000, errstr, errstr_size);
-        if (rc != DD_ERR_RETRIABLE || attempt >= 5)
-            break;
+        if (rc != DD_ERR_RETRIABLE || attempt >= 5) break;
         dd_log(DD_LOG_WARN, "%s; trying again.", errstr);
         rc = DD_OK;
         dd_sleep_ms(1000, NULL);
     }
-    if (!rc)
-        rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
-    if (!rc)
-        rc = dd_source_subscribe(pl->src, errstr, errstr_size);
+    if (!rc) rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
+    if (!rc) rc = dd_source_subscribe(pl->src, errstr, errstr_size);
     return rc;
 }
 
@@ -422,12 +395,13 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
     while (pl->dlq && pl->inflight > 0 && !dd_lanes_failed(pl->lanes, NULL, 0) &&
            dd_now_ms() < deadline) {
         dd_pipeline_drain(pl, 10);
-        if (pl->dlq_retry || dd_dlq_flush(pl->dlq, 0) > 0)
-            dd_dlq_poll(pl->dlq, 10);
+        if (pl->dlq_retry || dd_dlq_flush(pl->dlq, 0) > 0) dd_dlq_poll(pl->dlq, 10);
     }
     if (pl->inflight > 0)
-        dd_log(DD_LOG_WARN, "Shutdown timeout: abandoning %lld unfinished message(s); they will be "
-               "redelivered.", (long long)pl->inflight);
+        dd_log(DD_LOG_WARN,
+               "Shutdown timeout: abandoning %lld unfinished message(s); they will be "
+               "redelivered.",
+               (long long)pl->inflight);
     dd_lanes_stop(pl->lanes, &leftover);
     for (; leftover; leftover = next) {
         next = leftover->next;
@@ -452,12 +426,10 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
         int64_t left = exit_at_end ? DD_SOURCE_COMMIT_MS : deadline - dd_now_ms();
         if (left <= 0) break;
         rc = dd_source_commit_wait(pl->src, (int)left, errstr, errstr_size);
-        if (!rc)
-            break;
+        if (!rc) break;
         dd_pipeline_drain(pl, 0);
         rd_kafka_message_t *rkm = dd_source_poll(pl->src, 500);
-        if (rkm)
-            rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
+        if (rkm) rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
     }
     return rc;
 }
@@ -481,7 +453,8 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
         dd_pipeline_publish(pl);
         if (exit_at_end && (end = dd_pipeline_end_reached(pl, &end_since, &last_commit)) != 0) {
             if (end < 0) {
-                dd_errstr_set(errstr, errstr_size, "--exit-at-end: every assigned partition is "
+                dd_errstr_set(errstr, errstr_size,
+                              "--exit-at-end: every assigned partition is "
                               "applied, but the offsets could not be committed for %d s",
                               DD_PIPELINE_END_COMMIT_MS / 1000);
                 rc = DD_ERR_RETRIABLE;
@@ -506,10 +479,11 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
         if (dd_now_ms() - last_progress_log > 10000) {
             dd_stats_t s;
             dd_pipeline_stats(pl, &s);
-            dd_log(DD_LOG_INFO, "Progress: %llu messages, %llu applied, %llu duplicates, "
-                   "%lld in flight.", (unsigned long long)s.messages,
-                   (unsigned long long)s.applied, (unsigned long long)s.duplicates,
-                   (long long)pl->inflight);
+            dd_log(DD_LOG_INFO,
+                   "Progress: %llu messages, %llu applied, %llu duplicates, "
+                   "%lld in flight.",
+                   (unsigned long long)s.messages, (unsigned long long)s.applied,
+                   (unsigned long long)s.duplicates, (long long)pl->inflight);
             last_progress_log = dd_now_ms();
         }
     }
@@ -523,12 +497,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
     pl->stats.abandoned = pl->abandoned;
     pl->stats.abandoned_dlq = pl->abandoned_dlq;
     pthread_mutex_unlock(&pl->mu);
-    if (dd_lanes_failed(pl->lanes, errstr, errstr_size))
-        rc = DD_ERR_FATAL;
+    if (dd_lanes_failed(pl->lanes, errstr, errstr_size)) rc = DD_ERR_FATAL;
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);
-        if (crc && exit_at_end)
-            rc = crc;
+        if (crc && exit_at_end) rc = crc;
     }
     return rc;
 }
@@ -549,15 +521,13 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
     pl->conf = conf;
     pthread_mutex_init(&pl->mu, NULL);
     rc = dd_lanes_new(&pl->lanes, conf, h, conf->workers, NULL, errstr, errstr_size);
-    if (!rc)
-        rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
+    if (!rc) rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
     if (!rc && conf->dedup.lane_key)
         rc = dd_key_tmpl_new(&pl->lane_tmpl, conf->dedup.lane_key, errstr, errstr_size);
     if (!rc)
         rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
-    if (!rc)
-        rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
+    if (!rc) rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
     if (!rc && !(pl->doc = dd_json_doc_new())) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
@@ -584,8 +554,7 @@ size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max)
 
     pthread_mutex_lock(&pl->mu);
     n = pl->lag_cnt;
-    if (n && max)
-        memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
+    if (n && max) memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
     pthread_mutex_unlock(&pl->mu);
     return n;
 }
@@ -594,10 +563,8 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
 {
     dd_item_t *next;
 
-    if (!pl)
-        return;
-    if (pl->lanes && !dd_lanes_stopped(pl->lanes))
-        dd_pipeline_stop_lanes(pl, 0);
+    if (!pl) return;
+    if (pl->lanes && !dd_lanes_stopped(pl->lanes)) dd_pipeline_stop_lanes(pl, 0);
     /* Every message was released (dd_pipeline_abandon_dlq): the consumer's
      * destroy waits for none. */
     dd_source_destroy(pl->src); /* leaves the group; revoke finds nothing in flight */

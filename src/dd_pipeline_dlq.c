@@ -100,8 +100,7 @@ void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
         else
             dd_pipeline_finish(pl, list, now_us);
     }
-    if (!pl->dlq)
-        return;
+    if (!pl->dlq) return;
     dd_dlq_poll(pl->dlq, 0);
     if (pl->dlq_retry && !pl->closing) dd_pipeline_resend_dlq(pl);
 }
@@ -169,4 +168,3 @@ void dd_pipeline_abandon_dlq(dd_pipeline_t *pl)
         dd_log(DD_LOG_ERROR, "%lld message(s) unaccounted for at shutdown.",
                (long long)pl->inflight);
 }
-

@@ -37,7 +37,7 @@ struct dd_pipeline_s {
     dd_source_t *src;
     dd_dlq_t *dlq;
 
-    int64_t inflight;     /* items alive: polled and not yet finished */
+    int64_t inflight;      /* items alive: polled and not yet finished */
     int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
     int64_t last_finish_ms;
     uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in stats */
@@ -45,7 +45,7 @@ struct dd_pipeline_s {
     uint64_t messages;     /* consumed, each once; published by counters_flush */
     int64_t first_poll_ms; /* when the first message was polled */
     int64_t fetch_wait_us; /* see dd_stats_t */
-    dd_item_t *spare; /* finished items kept for reuse (see dd_pipeline_item_recycle) */
+    dd_item_t *spare;      /* finished items kept for reuse (see dd_pipeline_item_recycle) */
     int spare_cnt;
     int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
     dd_item_t *dlq_retry; /* dead letters to send again */

@@ -201,10 +201,8 @@ static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
     rc = dd_db_new(&db, conf, err, sizeof(err));
     /* Expiry does not depend on keys, but a table of another key format
      * is one no dedupd of this version should be maintaining. */
-    if (!rc)
-        rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
-    if (!rc)
-        rc = dd_purge_pass(db, conf, NULL, &res, err, sizeof(err));
+    if (!rc) rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
+    if (!rc) rc = dd_purge_pass(db, conf, NULL, &res, err, sizeof(err));
     if (rc)
         fprintf(stderr, "dedupd purge: %s\n", err);
     else

@@ -72,8 +72,10 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
     int rc;
 
     if (!args->topic_cnt && conf->kafka.topic_cnt > DD_REPLAY_MAX_TOPICS) {
-        dd_errstr_set(errstr, errstr_size, "kafka.topics has %d topics, replay reads at most %d: "
-                      "name them with --topic", conf->kafka.topic_cnt, DD_REPLAY_MAX_TOPICS);
+        dd_errstr_set(errstr, errstr_size,
+                      "kafka.topics has %d topics, replay reads at most %d: "
+                      "name them with --topic",
+                      conf->kafka.topic_cnt, DD_REPLAY_MAX_TOPICS);
         return DD_ERR_ARG;
     }
     for (int i = 0; !args->topic_cnt && i < conf->kafka.topic_cnt; i++)
@@ -119,7 +121,6 @@ static void dd_replay_destroy(dd_replay_t *rp)
     free(rp->parts);
     free(rp);
 }
-
 
 static void dd_replay_release(void *opts)
 {

@@ -301,14 +301,14 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
 int dd_replay_args_parse(void *opts, int argc, char **argv)
 {
     static const struct option longopts[] = {{"from", required_argument, NULL, 'f'},
-                                         {"to", required_argument, NULL, 't'},
-                                         {"topic", required_argument, NULL, 'T'},
-                                         {"partitions", required_argument, NULL, 'p'},
-                                         {"apply", no_argument, NULL, 'a'},
-                                         {"orphans", no_argument, NULL, 'o'},
-                                         {"report", required_argument, NULL, 'r'},
-                                         {"format", required_argument, NULL, 'F'},
-                                         {NULL, 0, NULL, 0}};
+                                             {"to", required_argument, NULL, 't'},
+                                             {"topic", required_argument, NULL, 'T'},
+                                             {"partitions", required_argument, NULL, 'p'},
+                                             {"apply", no_argument, NULL, 'a'},
+                                             {"orphans", no_argument, NULL, 'o'},
+                                             {"report", required_argument, NULL, 'r'},
+                                             {"format", required_argument, NULL, 'F'},
+                                             {NULL, 0, NULL, 0}};
     dd_replay_args_t *args = opts;
     struct timespec ts;
     int c, rc, have_from = 0;

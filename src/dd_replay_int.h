@@ -141,8 +141,7 @@ void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next);
 int dd_replay_in_time(dd_replay_t *rp, dd_replay_part_t *pt, rd_kafka_message_t *rkm);
 
 /* dd_replay_judge.c */
-int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr,
-                   size_t errstr_size);
+int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr, size_t errstr_size);
 /* Runs rp->sql; use: stream the rows (mysql_use_result) rather than store
  * them. NULL with errstr on failure. */
 MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr_size);
@@ -150,8 +149,7 @@ MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr
 void dd_replay_put_text(dd_replay_t *rp, const char *s);
 int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size);
 /* Parses one message into the batch; judges the batch when it is full. */
-int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr,
-                      size_t errstr_size);
+int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size);
 /* Judges what the batch holds. */
 int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size);
 

@@ -15,8 +15,7 @@
 #include "dd_parse.h"
 #include "dd_text.h"
 
-int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr,
-                          size_t errstr_size)
+int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr, size_t errstr_size)
 {
     if (rp->sql.oom) {
         dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
@@ -167,8 +166,8 @@ static size_t dd_replay_group(dd_replay_t *rp)
     qsort(rp->sorted, g, sizeof(*rp->sorted), dd_replay_item_cmp);
     for (size_t i = 0; i < g; i++) {
         dd_item_t *it = rp->sorted[i];
-        if (u == 0 || dd_text_cmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len,
-                                       it->key, it->key_len) != 0) {
+        if (u == 0 || dd_text_cmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len, it->key,
+                                  it->key_len) != 0) {
             memset(&rp->uk[u], 0, sizeof(rp->uk[u]));
             rp->uk[u].first = it;
             memcpy(rp->uk[u].first_hash, it->hash, DD_HASH_LEN);
@@ -349,8 +348,7 @@ int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
 }
 
 /* Parses one message into the batch (bad ones marked DD_OUT_DLQ). */
-int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr,
-                             size_t errstr_size)
+int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size)
 {
     dd_item_t *item = dd_item_new();
 
@@ -368,7 +366,8 @@ int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr,
         item->outcome = DD_OUT_DLQ;
     } else if (dd_hash_doc(rp->hspec, rp->doc, item->hash) != DD_OK) {
         rp->batch[rp->n++] = item; /* freed with the batch */
-        dd_errstr_set(errstr, errstr_size, "cannot compute the request hash of %s [%d] at "
+        dd_errstr_set(errstr, errstr_size,
+                      "cannot compute the request hash of %s [%d] at "
                       "offset %lld (out of memory or a libcrypto error)",
                       rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset);
         return DD_ERR_NOMEM;

@@ -38,8 +38,7 @@ static int dd_run_parse(void *opts, int argc, char **argv)
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c != 'e')
-            return DD_EXIT_USAGE;
+        if (c != 'e') return DD_EXIT_USAGE;
         o->exit_at_end = 1;
     }
     if (optind < argc) {
@@ -128,18 +127,12 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
 
     dd_signals_install();
     rc = dd_validate_conf(conf, &h, dd_run_report, NULL, err, sizeof(err));
-    if (!rc)
-        rc = dd_run_check_table(conf, err, sizeof(err));
-    if (!rc)
-        rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
-    if (!rc && conf->http.listen)
-        rc = dd_http_new(&http, conf, pl, err, sizeof(err));
-    if (!rc && http)
-        rc = dd_http_start(http, err, sizeof(err));
-    if (!rc)
-        rc = dd_purge_new(&purge, conf, err, sizeof(err));
-    if (!rc)
-        rc = dd_purge_start(purge, err, sizeof(err));
+    if (!rc) rc = dd_run_check_table(conf, err, sizeof(err));
+    if (!rc) rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
+    if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
+    if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
+    if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
+    if (!rc) rc = dd_purge_start(purge, err, sizeof(err));
     if (!rc) {
         dd_log(DD_LOG_INFO, "dedupd %s starting: group %s, %d worker(s), handler %s.",
                DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
@@ -147,14 +140,12 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
         dd_run_summary(pl);
         dd_pipeline_stats(pl, &end);
     }
-    if (rc)
-        dd_log(DD_LOG_ERROR, "Stopping: %s", err);
+    if (rc) dd_log(DD_LOG_ERROR, "Stopping: %s", err);
     dd_purge_destroy(purge);
     dd_http_destroy(http);
     dd_pipeline_destroy(pl);
     dd_handler_destroy(h);
-    if (!rc)
-        dd_run_log_end(&end);
+    if (!rc) dd_run_log_end(&end);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 

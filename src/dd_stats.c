@@ -3,8 +3,8 @@
  */
 #include "dd_stats.h"
 
-const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1] = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                            0.1,   0.25,   0.5,   1,    2.5};
 
 static const char *const dd_reason_names[DD_REASON_CNT] = {
     "bad_json", "key_missing", "key_too_long",     "payload_too_large",
@@ -52,8 +52,7 @@ int dd_stats_latency_bucket(int64_t us)
 {
     int o, idx;
 
-    if (us < 4)
-        return us < 0 ? 0 : (int)us;
+    if (us < 4) return us < 0 ? 0 : (int)us;
     o = 63 - __builtin_clzll((unsigned long long)us); /* us in [2^o, 2^(o+1)) */
     idx = (o - 1) * 4 + (int)((us >> (o - 2)) & 3);
     return idx < DD_LATENCY_BUCKETS ? idx : DD_LATENCY_BUCKETS - 1;

@@ -15,7 +15,8 @@
 #include "dd_db.h"
 
 /* Runs a SELECT and returns its stored result, or NULL with errstr set. */
-static MYSQL_RES *dd_tablestats_select(dd_db_t *db, const char *sql, char *errstr, size_t errstr_size)
+static MYSQL_RES *dd_tablestats_select(dd_db_t *db, const char *sql, char *errstr,
+                                       size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(db);
     MYSQL_RES *res = NULL;
@@ -104,7 +105,8 @@ static int dd_tablestats_ages(dd_db_t *db, const char *table, char *errstr, size
     return DD_OK;
 }
 
-static int dd_tablestats_expired(dd_db_t *db, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+static int dd_tablestats_expired(dd_db_t *db, const dd_conf_t *conf, char *errstr,
+                                 size_t errstr_size)
 {
     char sql[256], every[32];
     MYSQL_RES *res;
@@ -118,14 +120,15 @@ static int dd_tablestats_expired(dd_db_t *db, const dd_conf_t *conf, char *errst
     if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
     row = mysql_fetch_row(res);
     dd_tablestats_line("expired, awaiting purge", "%s", row ? row[0] : "0");
-    dd_tablestats_line("expired, still processing", "%s (status 0: never purged)", row ? row[1] : "0");
+    dd_tablestats_line("expired, still processing", "%s (status 0: never purged)",
+                       row ? row[1] : "0");
     mysql_free_result(res);
     dd_tablestats_age(conf->dedup.ttl_s, every, sizeof(every));
     if (conf->purge.interval_s > 0) {
         char iv[32];
         dd_tablestats_age(conf->purge.interval_s, iv, sizeof(iv));
-        dd_tablestats_line("retention", "ttl %s; `dedupd run` purges every %s, %d rows per batch", every,
-                      iv, conf->purge.batch);
+        dd_tablestats_line("retention", "ttl %s; `dedupd run` purges every %s, %d rows per batch",
+                           every, iv, conf->purge.batch);
     } else {
         dd_tablestats_line("retention", "ttl %s; background purge off (purge.interval = 0)", every);
     }
@@ -169,14 +172,10 @@ static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
         dd_tablestats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
         rc = dd_tablestats_by_status(db, conf->dedup.table, err, sizeof(err));
     }
-    if (!rc)
-        rc = dd_tablestats_ages(db, conf->dedup.table, err, sizeof(err));
-    if (!rc)
-        rc = dd_tablestats_expired(db, conf, err, sizeof(err));
-    if (!rc)
-        rc = dd_tablestats_failures(db, conf->dedup.table, err, sizeof(err));
-    if (rc)
-        fprintf(stderr, "dedupd stats: %s\n", err);
+    if (!rc) rc = dd_tablestats_ages(db, conf->dedup.table, err, sizeof(err));
+    if (!rc) rc = dd_tablestats_expired(db, conf, err, sizeof(err));
+    if (!rc) rc = dd_tablestats_failures(db, conf->dedup.table, err, sizeof(err));
+    if (rc) fprintf(stderr, "dedupd stats: %s\n", err);
     dd_db_destroy(db);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }

@@ -67,8 +67,7 @@ void dd_text_json_fputs(FILE *out, const char *s, size_t n, int flags)
         while (p < end && dd_text_json_raw(*p, flags))
             p++;
         fwrite(run, 1, (size_t)(p - run), out);
-        if (p == end)
-            break;
+        if (p == end) break;
         fwrite(esc, 1, dd_text_json_escape(*p++, esc), out);
     }
     fputc('"', out);
@@ -78,8 +77,7 @@ size_t dd_text_json_quote(char *out, size_t pos, size_t size, const char *s, int
 {
     char esc[6];
 
-    if (pos + 1 < size)
-        out[pos++] = '"';
+    if (pos + 1 < size) out[pos++] = '"';
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         size_t n = 1;
@@ -93,8 +91,7 @@ size_t dd_text_json_quote(char *out, size_t pos, size_t size, const char *s, int
         memcpy(out + pos, esc, n);
         pos += n;
     }
-    if (pos + 1 < size)
-        out[pos++] = '"';
+    if (pos + 1 < size) out[pos++] = '"';
     out[pos] = '\0';
     return pos;
 }
@@ -104,7 +101,6 @@ int dd_text_cmp(const void *a, size_t a_len, const void *b, size_t b_len)
     size_t n = a_len < b_len ? a_len : b_len;
     int c = n ? memcmp(a, b, n) : 0; /* memcmp must not see a NULL, even for 0 bytes */
 
-    if (c)
-        return c;
+    if (c) return c;
     return (a_len > b_len) - (a_len < b_len);
 }

@@ -127,8 +127,8 @@ int64_t dd_validate_window_s(const dd_conf_t *conf)
 {
     int64_t ms = dd_validate_kprop(conf, "max.poll.interval.ms", 300000) +
                  dd_validate_kprop(conf, "session.timeout.ms", 45000) +
-                 dd_validate_kprop(conf, "auto.commit.interval.ms", 5000) + conf->shutdown_timeout_ms +
-                 dd_validate_retry_ms(conf);
+                 dd_validate_kprop(conf, "auto.commit.interval.ms", 5000) +
+                 conf->shutdown_timeout_ms + dd_validate_retry_ms(conf);
 
     return (ms + 999) / 1000;
 }

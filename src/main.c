@@ -26,8 +26,8 @@
 
 /* The commands, in the order `dedupd help` lists them. */
 static const dd_cmd_t *const dd_main_cmds[] = {
-    &dd_cmd_run, &dd_cmd_migrate, &dd_cmd_check, &dd_cmd_replay,
-    &dd_cmd_purge, &dd_cmd_stats, &dd_cmd_mock,
+    &dd_cmd_run,   &dd_cmd_migrate, &dd_cmd_check, &dd_cmd_replay,
+    &dd_cmd_purge, &dd_cmd_stats,   &dd_cmd_mock,
 };
 
 static void dd_main_usage(FILE *out)
@@ -64,8 +64,7 @@ static void dd_main_usage(FILE *out)
 static const dd_cmd_t *dd_main_find(const char *name)
 {
     for (size_t i = 0; i < DD_ARRAY_LEN(dd_main_cmds); i++)
-        if (strcmp(dd_main_cmds[i]->name, name) == 0)
-            return dd_main_cmds[i];
+        if (strcmp(dd_main_cmds[i]->name, name) == 0) return dd_main_cmds[i];
     return NULL;
 }
 
@@ -73,8 +72,7 @@ static const dd_cmd_t *dd_main_find(const char *name)
 static int dd_main_wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return 1;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
     return 0;
 }
 
@@ -114,8 +112,7 @@ static int dd_main_take_config(const dd_cmd_t *cmd, int *argc, char **argv, cons
 /* A command without options of its own takes no arguments. */
 static int dd_main_no_args(const dd_cmd_t *cmd, int argc, char **argv)
 {
-    if (argc <= 1)
-        return DD_EXIT_OK;
+    if (argc <= 1) return DD_EXIT_OK;
     fprintf(stderr, "dedupd %s: unexpected argument '%s' (see dedupd %s --help)\n", cmd->name,
             argv[1], cmd->name);
     return DD_EXIT_USAGE;
@@ -150,21 +147,16 @@ static int dd_main_dispatch(const dd_cmd_t *cmd, int argc, char **argv)
         fputs(cmd->help, stdout);
         return DD_EXIT_OK;
     }
-    if (cmd->flags & DD_CMD_CONFIG)
-        rc = dd_main_take_config(cmd, &argc, argv, &path);
-    if (rc)
-        return rc;
+    if (cmd->flags & DD_CMD_CONFIG) rc = dd_main_take_config(cmd, &argc, argv, &path);
+    if (rc) return rc;
     if (!(opts = calloc(1, cmd->opts_size ? cmd->opts_size : 1))) {
         fprintf(stderr, "dedupd %s: out of memory\n", cmd->name);
         return DD_EXIT_FAIL;
     }
     rc = cmd->parse ? cmd->parse(opts, argc, argv) : dd_main_no_args(cmd, argc, argv);
-    if (!rc && (cmd->flags & DD_CMD_CONFIG))
-        rc = dd_main_load(cmd, path, &conf);
-    if (!rc)
-        rc = cmd->run(conf, opts);
-    if (cmd->release)
-        cmd->release(opts);
+    if (!rc && (cmd->flags & DD_CMD_CONFIG)) rc = dd_main_load(cmd, path, &conf);
+    if (!rc) rc = cmd->run(conf, opts);
+    if (cmd->release) cmd->release(opts);
     free(opts);
     dd_conf_destroy(conf);
     return rc;
@@ -219,8 +211,7 @@ int main(int argc, char **argv)
                rd_kafka_version_str(), DEDUPD_HANDLER_ABI_VERSION);
         return DD_EXIT_OK;
     }
-    if (!strcmp(arg, "help"))
-        return dd_main_help(argc - 2, argv + 2);
+    if (!strcmp(arg, "help")) return dd_main_help(argc - 2, argv + 2);
     if (!(cmd = dd_main_find(arg))) {
         fprintf(stderr, "dedupd: unknown command '%s'\n\n", arg);
         dd_main_usage(stderr);
