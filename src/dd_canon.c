@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "dd_common.h"
+#include "dd_text.h"
 
 /* Integers keep their trailing zeros up to this exponent, decimals their
  * leading zeros down to its negative; beyond, the text uses 'e'. */
@@ -133,122 +134,6 @@ void dd_canon_number(dd_canon_w_t *w, const char *text, size_t len)
  * Strings
  */
 
-/* 1 for the bytes a string copies as they are; 0 for '"', '\\' and the
- * controls below 0x20, NUL included. A table, because this scan runs over
- * every string byte of every message. */
-#define DD_CANON_PLAIN16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
-static const unsigned char dd_canon_plain[256] = {0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0, /* 0x00: NUL, controls */
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0,
-                                                  0, /* 0x10: controls */
-                                                  1,
-                                                  1,
-                                                  0,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1, /* 0x20: '"' */
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16, /* 0x30, 0x40 */
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  1,
-                                                  0,
-                                                  1,
-                                                  1,
-                                                  1, /* 0x50: '\\' */
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16,
-                                                  DD_CANON_PLAIN16};
-#undef DD_CANON_PLAIN16
-
-/* The escape for c (a byte that needs one) in esc; returns its length.
- * Short forms where JSON has them, else \u00XX. */
-static size_t dd_canon_escape(unsigned char c, char esc[6])
-{
-    static const char hex[] = "0123456789abcdef";
-
-    esc[0] = '\\';
-    switch (c) {
-    case '"':
-    case '\\':
-        esc[1] = (char)c;
-        return 2;
-    case '\b':
-        esc[1] = 'b';
-        return 2;
-    case '\f':
-        esc[1] = 'f';
-        return 2;
-    case '\n':
-        esc[1] = 'n';
-        return 2;
-    case '\r':
-        esc[1] = 'r';
-        return 2;
-    case '\t':
-        esc[1] = 't';
-        return 2;
-    }
-    memcpy(esc + 1, "u00", 3);
-    esc[4] = hex[c >> 4];
-    esc[5] = hex[c & 0xf];
-    return 6;
-}
-
 void dd_canon_string(dd_canon_w_t *w, const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + len, *run;
@@ -258,11 +143,11 @@ void dd_canon_string(dd_canon_w_t *w, const char *s, size_t len)
         char esc[6];
 
         run = p;
-        while (p < end && dd_canon_plain[*p])
+        while (p < end && dd_text_json_plain[*p])
             p++;
         dd_canon_put(w, run, (size_t)(p - run));
         if (p == end) break;
-        dd_canon_put(w, esc, dd_canon_escape(*p++, esc));
+        dd_canon_put(w, esc, dd_text_json_escape(*p++, esc));
     }
     dd_canon_putc(w, '"');
 }

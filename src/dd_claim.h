@@ -15,7 +15,7 @@
  * same transaction: one row write instead of an insert and an update. The
  * unique key makes this exactly as safe as claiming first. A consumer that
  * inserts the key meanwhile holds its row lock until it commits; our insert
- * waits, then fails as a duplicate (DD_CLAIM_RACED). The caller rolls
+ * waits, then fails as a duplicate (DD_ERR_RACED). The caller rolls
  * everything back, business writes included, and replays the batch with
  * the locking claim, which then finds the other consumer's row.
  *
@@ -62,9 +62,9 @@ typedef struct {
     const char *table; /* validated identifier */
     int64_t ttl_s;
     int retry_failed;
-    const char *owner; /* "host:pid", for the operator */
-    int lease_s;       /* how long a processing row blocks others */
-    int defer;         /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
+    const char *owner;   /* "host:pid", for the operator */
+    int lease_s;         /* how long a processing row blocks others */
+    int defer;           /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
     size_t max_response; /* handler.max_response_bytes: no response is longer */
 } dd_claim_opts_t;
 
@@ -76,10 +76,6 @@ void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char
 #define DD_CLAIM_PRECHECK 1 /* read the keys first, settle the applied ones */
 #define DD_CLAIM_DEFER 2    /* implies PRECHECK: absent keys are claimed by the finish */
 #define DD_CLAIM_BLIND 4    /* test fault: the pre-check finds nothing (races every key) */
-
-/* dd_claim_finish: a deferred key was inserted by another transaction since
- * the pre-check. Roll back and replay without DD_CLAIM_DEFER. */
-#define DD_CLAIM_RACED (-110)
 
 /* Makes sure the server takes the largest statement a claim may need:
  * one finished row with a response of opts->max_response bytes (checked
@@ -102,18 +98,20 @@ int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
  * find are owned without a statement (deferred, see above). scratch: room
  * for n pointers, for either flag. */
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
-                     const unsigned char token[DD_CLAIM_TOKEN_LEN], int flags,
-                     dd_claim_t **scratch, dd_buf_t *sql, char *errstr, size_t errstr_size);
+                     const unsigned char token[DD_CLAIM_TOKEN_LEN], int flags, dd_claim_t **scratch,
+                     dd_buf_t *sql, char *errstr, size_t errstr_size);
 
 /* Scratch for the finish's bulk insert, reused across batches. */
 typedef struct dd_claim_rows_s dd_claim_rows_t;
 dd_claim_rows_t *dd_claim_rows_new(void);
-void dd_claim_rows_free(dd_claim_rows_t *rows);
+void dd_claim_rows_destroy(dd_claim_rows_t *rows);
 
 /* Writes the outcome (status, response snapshot, error) of the keys this
  * batch owns: updates the claimed rows, inserts the deferred ones (as one
  * bulk execution where the server has it). Same transaction. Returns 0,
- * DD_CLAIM_RACED or a dd_err_t class. */
+ * DD_ERR_RACED (a deferred key was inserted by another transaction since
+ * the pre-check: roll back and replay without DD_CLAIM_DEFER) or the
+ * dd_err_t class of the database error. */
 int dd_claim_finish(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
                     dd_buf_t *sql, dd_claim_rows_t *rows, char *errstr, size_t errstr_size);
 

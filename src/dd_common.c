@@ -30,6 +30,14 @@ const char *dd_err2str(dd_err_t err)
         return "invalid argument";
     case DD_ERR_IO:
         return "I/O error";
+    case DD_ERR_RACED:
+        return "claim raced another consumer";
+    case DD_ERR_RETRY:
+        return "handler asked to retry";
+    case DD_ERR_REDO:
+        return "transaction to run again with savepoints";
+    case DD_ERR_DECLINED:
+        return "batch declined by the handler";
     }
     return "unknown error";
 }
@@ -38,8 +46,7 @@ void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
 {
     va_list ap;
 
-    if (!errstr || errstr_size == 0)
-        return;
+    if (!errstr || errstr_size == 0) return;
     va_start(ap, fmt);
     vsnprintf(errstr, errstr_size, fmt, ap);
     va_end(ap);
@@ -61,7 +68,7 @@ int64_t dd_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int dd_sleep_ms(int64_t ms, volatile const int *stop)
+int dd_sleep_ms(int64_t ms, const atomic_int *stop)
 {
     int64_t end = dd_now_ms() + ms;
 
@@ -69,24 +76,22 @@ int dd_sleep_ms(int64_t ms, volatile const int *stop)
         int64_t left = end - dd_now_ms();
         struct timespec ts;
 
-        if (stop && *stop)
-            return 1;
-        if (left <= 0)
-            return 0;
-        if (left > 50)
-            left = 50; /* wake up regularly to notice *stop */
+        if (stop && atomic_load(stop)) return 1;
+        if (left <= 0) return 0;
+        if (left > 50) left = 50; /* wake up regularly to notice *stop */
         ts.tv_sec = left / 1000;
         ts.tv_nsec = (left % 1000) * 1000000;
         nanosleep(&ts, NULL);
     }
 }
 
-volatile int dd_stop_requested;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler stores an atomic_int");
+atomic_int dd_stop_requested;
 
 static void dd_signals_on_stop(int sig)
 {
     (void)sig;
-    dd_stop_requested = 1;
+    atomic_store(&dd_stop_requested, 1);
 }
 
 void dd_signals_install(void)
@@ -107,12 +112,9 @@ unsigned long dd_test_fault(const char *name)
     size_t len = strlen(name);
 
     for (p = env; p && (p = strstr(p, name)) != NULL; p += len) {
-        if (p != env && p[-1] != ',' && p[-1] != ' ')
-            continue; /* inside another name */
-        if (p[len] == '=')
-            return strtoul(p + len + 1, NULL, 10);
-        if (p[len] == '\0' || p[len] == ',' || p[len] == ' ')
-            return 1;
+        if (p != env && p[-1] != ',' && p[-1] != ' ') continue; /* inside another name */
+        if (p[len] == '=') return strtoul(p + len + 1, NULL, 10);
+        if (p[len] == '\0' || p[len] == ',' || p[len] == ' ') return 1;
     }
     return 0;
 }

@@ -9,6 +9,7 @@
 #ifndef DD_COMMON_H
 #define DD_COMMON_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,13 @@ typedef enum {
     DD_ERR_NOMEM = -5,
     DD_ERR_ARG = -6, /* bad argument from the caller */
     DD_ERR_IO = -7,  /* file or socket error */
+
+    /* Outcomes of one claim transaction, each met by rolling it back (see
+     * dd_lanes.h); they never leave the lane that saw them. */
+    DD_ERR_RACED = -8,    /* a deferred claim lost to another consumer: replay, locking */
+    DD_ERR_RETRY = -9,    /* the handler asked to retry a message: back off, run again */
+    DD_ERR_REDO = -10,    /* a message failed without a savepoint: run with savepoints */
+    DD_ERR_DECLINED = -11 /* handle_batch() declined: run message by message */
 } dd_err_t;
 
 const char *dd_err2str(dd_err_t err);
@@ -33,16 +41,18 @@ void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
 int64_t dd_now_ms(void);
 int64_t dd_now_us(void);
 
-/* Sleep for ms milliseconds, waking early (returning 1) once *stop is set. */
-int dd_sleep_ms(int64_t ms, volatile const int *stop);
+/* Sleep for ms milliseconds, waking early (returning 1) once *stop is set;
+ * stop may be NULL. */
+int dd_sleep_ms(int64_t ms, const atomic_int *stop);
 
 /* Test-only fault injection: the value of NAME in DEDUPD_TEST_FAULTS, a
  * comma or space separated list of NAME=N or bare NAME (which counts as 1).
  * 0 when absent, as in production. Callers log loudly when it is set. */
 unsigned long dd_test_fault(const char *name);
 
-/* Set to 1 by SIGTERM/SIGINT once dd_signals_install() ran. */
-extern volatile int dd_stop_requested;
+/* Set to 1 by SIGTERM/SIGINT once dd_signals_install() ran; read it with
+ * atomic_load (any thread). Lock-free, so the signal handler may store it. */
+extern atomic_int dd_stop_requested;
 /* Installs the SIGTERM/SIGINT handlers (set dd_stop_requested, no
  * SA_RESTART so blocking calls return) and ignores SIGPIPE. */
 void dd_signals_install(void);

@@ -5,7 +5,7 @@
  * (for containers). Every error names file:line (or the variable).
  *
  * The struct is public to the other modules because they read many fields;
- * only dd_conf.c writes it.
+ * only the configuration module (dd_conf*.c) writes it.
  */
 #ifndef DD_CONF_H
 #define DD_CONF_H
@@ -32,7 +32,7 @@ typedef struct dd_conf_s {
     struct {
         char *host;
         int port;
-        char *socket;   /* NULL: TCP to host:port */
+        char *socket; /* NULL: TCP to host:port */
         char *user;
         char *password; /* resolved from password, password_env or password_file; never logged */
         char *database;
@@ -42,13 +42,13 @@ typedef struct dd_conf_s {
     } mysql;
 
     struct {
-        char *key;     /* key template, e.g. "pay:${merchant_id}:${order_no}" */
-        char **hash;   /* paths the request hash covers; empty: whole payload */
+        char *key;   /* key template, e.g. "pay:${merchant_id}:${order_no}" */
+        char **hash; /* paths the request hash covers; empty: whole payload */
         int hash_cnt;
         int64_t ttl_s; /* how long a key is remembered */
         char *table;   /* dedup table name, [A-Za-z0-9_]+ */
         int retry_failed;
-        int defer_claim; /* new keys are claimed by the insert of their finished row */
+        int defer_claim;           /* new keys are claimed by the insert of their finished row */
         int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
         char *lane_key; /* template routing messages to workers; NULL: the business key */
     } dedup;
@@ -80,8 +80,8 @@ typedef struct dd_conf_s {
     int shutdown_timeout_ms;
 
     struct {
-        char *listen; /* "host:port" or NULL for no HTTP endpoint */
-        int stuck_after_ms; /* /healthz: in flight and nothing finished this long = stuck */
+        char *listen;        /* "host:port" or NULL for no HTTP endpoint */
+        int stuck_after_ms;  /* /healthz: in flight and nothing finished this long = stuck */
         int timeout_ms;      /* a request must arrive within this long of connecting */
         int max_connections; /* open connections, all clients together */
         int max_connections_per_ip;
@@ -118,6 +118,9 @@ const char *dd_conf_dlq_topic(const dd_conf_t *conf, const char *topic, char *ou
 void dd_conf_print_reference(FILE *out);
 /* The same reference as a markdown table (the generated part of docs/CONFIG.md). */
 void dd_conf_print_reference_md(FILE *out);
+/* The same reference as the SETTINGS section of dedupd.conf(5) (troff, the
+ * generated part of man/dedupd.conf.5). */
+void dd_conf_print_reference_man(FILE *out);
 /* Path of the i-th setting of the schema ("kafka.brokers"), NULL past the end. */
 const char *dd_conf_setting_path(int i);
 

@@ -5,7 +5,6 @@
 #include "dd_db.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +14,16 @@
 
 #include "dd_common.h"
 #include "dd_log.h"
+#include "dd_text.h"
 
 struct dd_db_s {
     MYSQL *mysql;
     const dd_conf_t *conf;
-    int returning; /* the server has INSERT ... RETURNING */
-    int bulk;      /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
-    size_t max_packet;                /* the server's max_allowed_packet */
-    size_t need_stmt;                 /* dd_db_require_statement(): 0 or the bytes required */
-    char need_what[160];              /* and what requires them */
+    int returning;       /* the server has INSERT ... RETURNING */
+    int bulk;            /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
+    size_t max_packet;   /* the server's max_allowed_packet */
+    size_t need_stmt;    /* dd_db_require_statement(): 0 or the bytes required */
+    char need_what[160]; /* and what requires them */
     MYSQL_STMT *stmts[DD_STMT_SLOTS]; /* prepared on this connection, or NULL */
 };
 
@@ -68,7 +68,7 @@ static int dd_db_server_has_returning(MYSQL *mysql)
 
     if (dd_test_fault("no_returning")) {
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no "
-               "INSERT ... RETURNING (test fault injection).");
+                            "INSERT ... RETURNING (test fault injection).");
         return 0;
     }
     return info && strstr(info, "MariaDB") && mysql_get_server_version(mysql) >= 100500;
@@ -83,7 +83,7 @@ static int dd_db_server_has_bulk(MYSQL *mysql)
 
     if (dd_test_fault("no_bulk")) {
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: acting as if the server had no bulk "
-               "execution (test fault injection).");
+                            "execution (test fault injection).");
         return 0;
     }
     if (mariadb_get_infov(mysql, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &caps) != 0)
@@ -133,9 +133,8 @@ static int dd_db_check_statement(const dd_db_t *db, char *errstr, size_t errstr_
 static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = db->conf;
-    unsigned int timeout = (unsigned int)(conf->mysql.connect_timeout_s > 0
-                                              ? conf->mysql.connect_timeout_s
-                                              : 5);
+    unsigned int timeout =
+        (unsigned int)(conf->mysql.connect_timeout_s > 0 ? conf->mysql.connect_timeout_s : 5);
     unsigned int rw_timeout = 60;
     my_bool off = 0;
     unsigned int err;
@@ -183,16 +182,14 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 static void dd_db_disconnect(dd_db_t *db)
 {
     for (int i = 0; i < DD_STMT_SLOTS; i++) {
-        if (db->stmts[i])
-            mysql_stmt_close(db->stmts[i]);
+        if (db->stmts[i]) mysql_stmt_close(db->stmts[i]);
         db->stmts[i] = NULL;
     }
-    if (db->mysql)
-        mysql_close(db->mysql);
+    if (db->mysql) mysql_close(db->mysql);
     db->mysql = NULL;
 }
 
-int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+int dd_db_new(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
     dd_db_t *db;
     int rc;
@@ -219,10 +216,9 @@ int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size)
     return dd_db_connect(db, errstr, errstr_size);
 }
 
-void dd_db_close(dd_db_t *db)
+void dd_db_destroy(dd_db_t *db)
 {
-    if (!db)
-        return;
+    if (!db) return;
     dd_db_disconnect(db);
     free(db);
 }
@@ -250,8 +246,8 @@ MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot)
     return db->stmts[slot];
 }
 
-int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
-                  MYSQL_STMT **stmtp, char *errstr, size_t errstr_size)
+int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len, MYSQL_STMT **stmtp,
+                  char *errstr, size_t errstr_size)
 {
     MYSQL_STMT *stmt;
     unsigned int err;
@@ -271,8 +267,7 @@ int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
         mysql_stmt_close(stmt);
         return dd_db_classify(err);
     }
-    if (db->stmts[slot])
-        mysql_stmt_close(db->stmts[slot]);
+    if (db->stmts[slot]) mysql_stmt_close(db->stmts[slot]);
     db->stmts[slot] = *stmtp = stmt;
     return DD_OK;
 }
@@ -297,8 +292,7 @@ static int dd_db_exec_len(MYSQL *mysql, const char *sql, size_t len, char *errst
         dd_errstr_set(errstr, errstr_size, "2006: not connected");
         return DD_ERR_RETRIABLE;
     }
-    if (mysql_real_query(mysql, sql, (unsigned long)len) != 0)
-        goto fail;
+    if (mysql_real_query(mysql, sql, (unsigned long)len) != 0) goto fail;
     /* Drain every result so the connection is ready for the next statement. */
     do {
         res = mysql_store_result(mysql);
@@ -307,8 +301,7 @@ static int dd_db_exec_len(MYSQL *mysql, const char *sql, size_t len, char *errst
         else if (mysql_field_count(mysql) != 0)
             goto fail;
     } while (mysql_next_result(mysql) == 0);
-    if (mysql_errno(mysql))
-        goto fail;
+    if (mysql_errno(mysql)) goto fail;
     return DD_OK;
 fail:
     err = mysql_errno(mysql);
@@ -332,104 +325,32 @@ void dd_db_rollback_quiet(dd_db_t *db)
         dd_log(DD_LOG_DEBUG, "ROLLBACK failed: %s", mysql_error(db->mysql));
 }
 
-/* ---- statement buffer ---- */
+/* ---- SQL literals ---- */
 
-static int dd_buf_grow(dd_buf_t *b, size_t need)
+void dd_db_hex(dd_buf_t *b, const void *data, size_t n)
 {
-    size_t cap;
-    char *p;
-
-    if (b->oom)
-        return -1;
-    if (b->len + need + 1 <= b->cap)
-        return 0;
-    cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + need + 1)
-        cap *= 2;
-    p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void dd_buf_reset(dd_buf_t *b)
-{
-    b->len = 0;
-    b->oom = 0;
-    if (b->p)
-        b->p[0] = '\0';
-}
-
-void dd_buf_free(dd_buf_t *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
-}
-
-void dd_buf_put(dd_buf_t *b, const char *s, size_t n)
-{
-    if (dd_buf_grow(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void dd_buf_puts(dd_buf_t *b, const char *s)
-{
-    dd_buf_put(b, s, strlen(s));
-}
-
-void dd_buf_printf(dd_buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || dd_buf_grow(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void dd_buf_hex(dd_buf_t *b, const void *data, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *d = data;
     char *o;
 
     if (n == 0) {
         dd_buf_puts(b, "''");
         return;
     }
-    if (dd_buf_grow(b, 2 * n + 3))
-        return;
-    o = b->p + b->len;
-    *o++ = 'X';
-    *o++ = '\'';
-    for (size_t i = 0; i < n; i++) {
-        *o++ = hex[d[i] >> 4];
-        *o++ = hex[d[i] & 15];
-    }
-    *o++ = '\'';
-    b->len = (size_t)(o - b->p);
-    b->p[b->len] = '\0';
+    if (!(o = dd_buf_reserve(b, 2 * n + 3))) return;
+    o[0] = 'X';
+    o[1] = '\'';
+    dd_text_hex(o + 2, data, n, 0);
+    o[2 * n + 2] = '\'';
+    dd_buf_commit(b, 2 * n + 3);
 }
 
-void dd_buf_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n)
+void dd_db_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n)
 {
-    if (dd_buf_grow(b, 2 * n + 3))
-        return;
-    b->p[b->len++] = '\'';
-    b->len += mysql_real_escape_string(mysql, b->p + b->len, s, (unsigned long)n);
-    b->p[b->len++] = '\'';
-    b->p[b->len] = '\0';
+    char *o = dd_buf_reserve(b, 2 * n + 2);
+    unsigned long len;
+
+    if (!o) return;
+    o[0] = '\'';
+    len = mysql_real_escape_string(mysql, o + 1, s, (unsigned long)n);
+    o[len + 1] = '\'';
+    dd_buf_commit(b, len + 2);
 }

@@ -15,6 +15,7 @@
 
 #include <mysql.h>
 
+#include "dd_buf.h"
 #include "dd_conf.h"
 
 typedef struct dd_db_s dd_db_t;
@@ -22,10 +23,10 @@ typedef struct dd_db_s dd_db_t;
 /* Connects (READ COMMITTED, utf8mb4, autocommit on; transactions are
  * explicit). Returns 0 or a negative dd_err_t (RETRIABLE when the server
  * cannot be reached, FATAL for access denied / unknown database). */
-int dd_db_open(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size);
+int dd_db_new(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size);
 /* Drops the connection and opens a new one with the same settings. */
 int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size);
-void dd_db_close(dd_db_t *db);
+void dd_db_destroy(dd_db_t *db);
 
 MYSQL *dd_db_mysql(dd_db_t *db);
 /* 1 when the connected server has INSERT ... RETURNING (MariaDB >= 10.5). */
@@ -60,8 +61,8 @@ MYSQL_STMT *dd_db_stmt(dd_db_t *db, dd_stmt_slot_t slot);
 
 /* Prepares sql into the slot. Returns 0 or the dd_err_t class of the error
  * (written to errstr). */
-int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len,
-                  MYSQL_STMT **stmtp, char *errstr, size_t errstr_size);
+int dd_db_prepare(dd_db_t *db, dd_stmt_slot_t slot, const char *sql, size_t len, MYSQL_STMT **stmtp,
+                  char *errstr, size_t errstr_size);
 
 /* Maps a MySQL/MariaDB error number to a dd_err_t class. */
 int dd_db_classify(unsigned int err);
@@ -75,22 +76,9 @@ int dd_db_exec_raw(MYSQL *mysql, const char *sql, char *errstr, size_t errstr_si
 /* ROLLBACK, ignoring errors (the connection may be gone). */
 void dd_db_rollback_quiet(dd_db_t *db);
 
-/* A growable text buffer for building multi-row statements. The buffer is
- * reused across batches so the hot path does not allocate. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} dd_buf_t;
-
-void dd_buf_reset(dd_buf_t *b);
-void dd_buf_free(dd_buf_t *b);
-void dd_buf_put(dd_buf_t *b, const char *s, size_t n);
-void dd_buf_puts(dd_buf_t *b, const char *s);
-void dd_buf_printf(dd_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends X'hex' (binary-safe literal). */
-void dd_buf_hex(dd_buf_t *b, const void *data, size_t n);
+/* Appends X'hex' (a binary-safe literal; '' for no bytes). */
+void dd_db_hex(dd_buf_t *b, const void *data, size_t n);
 /* Appends 'escaped text' using the connection's character set. */
-void dd_buf_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n);
+void dd_db_quote(dd_buf_t *b, MYSQL *mysql, const char *s, size_t n);
 
 #endif /* DD_DB_H */

@@ -43,24 +43,32 @@ static void dd_dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkmessage, vo
     if (rkmessage->err)
         dd_log(DD_LOG_WARN, "Dead letter to %s was not delivered: %s",
                rd_kafka_topic_name(rkmessage->rkt), rd_kafka_err2str(rkmessage->err));
-    if (dlq->cb)
-        dlq->cb(rkmessage->_private, rkmessage->err, dlq->cb_arg);
+    if (dlq->cb) dlq->cb(rkmessage->_private, rkmessage->err, dlq->cb_arg);
 }
 
 /* Consumer-only properties are skipped for the producer (librdkafka would
  * only warn about them, and the log should stay quiet). */
 static int dd_dlq_consumer_only(const char *prop)
 {
-    static const char *const names[] = {
-        "session.timeout.ms", "max.poll.interval.ms", "heartbeat.interval.ms",
-        "auto.offset.reset", "enable.auto.commit", "auto.commit.interval.ms",
-        "partition.assignment.strategy", "group.instance.id", "fetch.",
-        "enable.auto.offset.store", "enable.partition.eof", "isolation.level",
-        "queued.", "coordinator.query.interval.ms", "check.crcs", "group.",
-        "allow.auto.create.topics"};
+    static const char *const names[] = {"session.timeout.ms",
+                                        "max.poll.interval.ms",
+                                        "heartbeat.interval.ms",
+                                        "auto.offset.reset",
+                                        "enable.auto.commit",
+                                        "auto.commit.interval.ms",
+                                        "partition.assignment.strategy",
+                                        "group.instance.id",
+                                        "fetch.",
+                                        "enable.auto.offset.store",
+                                        "enable.partition.eof",
+                                        "isolation.level",
+                                        "queued.",
+                                        "coordinator.query.interval.ms",
+                                        "check.crcs",
+                                        "group.",
+                                        "allow.auto.create.topics"};
     for (size_t i = 0; i < DD_ARRAY_LEN(names); i++)
-        if (strncmp(prop, names[i], strlen(names[i])) == 0)
-            return 1;
+        if (strncmp(prop, names[i], strlen(names[i])) == 0) return 1;
     return 0;
 }
 
@@ -92,16 +100,16 @@ static int dd_dlq_read_max_bytes(dd_dlq_t *dlq, rd_kafka_conf_t *kconf, char *er
     return DD_OK;
 }
 
-int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg,
-               char *errstr, size_t errstr_size)
+int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg, char *errstr,
+               size_t errstr_size)
 {
     rd_kafka_conf_t *kconf = rd_kafka_conf_new();
     dd_dlq_t *dlq = calloc(1, sizeof(*dlq));
     char err[512];
+    int rc = DD_ERR_FATAL;
 
     *dlqp = NULL;
-    if (!dlq)
-        goto fail_nomem;
+    if (!dlq) goto fail_nomem;
     dlq->conf = conf;
     dlq->cb = cb;
     dlq->cb_arg = cb_arg;
@@ -129,10 +137,11 @@ int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb
     return DD_OK;
 fail_nomem:
     dd_errstr_set(errstr, errstr_size, "out of memory");
+    rc = DD_ERR_NOMEM;
 fail:
     rd_kafka_conf_destroy(kconf);
     free(dlq);
-    return DD_ERR_FATAL;
+    return rc;
 }
 
 /* The bytes headers take in a record (an upper bound). */
@@ -169,8 +178,7 @@ static rd_kafka_headers_t *dd_dlq_headers(const dd_dlq_letter_t *l, int bare)
     rd_kafka_header_add(hdrs, "dedupd.partition", -1, num, -1);
     snprintf(num, sizeof(num), "%lld", (long long)l->offset);
     rd_kafka_header_add(hdrs, "dedupd.offset", -1, num, -1);
-    if (l->biz_key)
-        rd_kafka_header_add(hdrs, "dedupd.biz_key", -1, l->biz_key, -1);
+    if (l->biz_key) rd_kafka_header_add(hdrs, "dedupd.biz_key", -1, l->biz_key, -1);
     return hdrs;
 }
 
@@ -224,8 +232,7 @@ int dd_dlq_send(dd_dlq_t *dlq, const dd_dlq_letter_t *l, void *opaque)
                                 RD_KAFKA_V_VALUE(bare ? NULL : (void *)l->payload, payload_len),
                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
                                 RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
-        if (!err)
-            return DD_OK;
+        if (!err) return DD_OK;
         rd_kafka_headers_destroy(hdrs);
         if (dd_dlq_err_too_large(err) && !bare) {
             /* The size estimate fell short: the bare form is small. */
@@ -273,8 +280,7 @@ int dd_dlq_purge(dd_dlq_t *dlq, int timeout_ms)
 
 void dd_dlq_destroy(dd_dlq_t *dlq)
 {
-    if (!dlq)
-        return;
+    if (!dlq) return;
     dlq->cb = NULL; /* the owners of pending opaques are gone */
     if (dlq->rk) {
         /* Nothing is waited for: every letter's owner was released (see

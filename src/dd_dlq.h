@@ -44,8 +44,8 @@ typedef struct {
     int bare; /* no key, payload or original headers: the full form was refused */
 } dd_dlq_letter_t;
 
-int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg,
-               char *errstr, size_t errstr_size);
+int dd_dlq_new(dd_dlq_t **dlqp, const dd_conf_t *conf, dd_dlq_cb_t *cb, void *cb_arg, char *errstr,
+               size_t errstr_size);
 /* Queues one dead letter. Thread-safe. Blocks while the local queue is full.
  * Returns 0 or DD_ERR_RETRIABLE (could not enqueue; call again later). */
 int dd_dlq_send(dd_dlq_t *dlq, const dd_dlq_letter_t *letter, void *opaque);

@@ -264,8 +264,7 @@ dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_m
         st = raw == DEDUPD_RETRY ? DEDUPD_RETRY : DEDUPD_REJECT;
         if (raw != DEDUPD_RETRY && raw != DEDUPD_REJECT)
             snprintf(res[0].error, sizeof(res[0].error),
-                     "handler %s returned invalid status %d from handle_batch", h->desc->name,
-                     raw);
+                     "handler %s returned invalid status %d from handle_batch", h->desc->name, raw);
     }
     if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
     return st;

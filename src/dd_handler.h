@@ -15,8 +15,8 @@
 typedef struct dd_handler_s dd_handler_t;
 
 /* Loads path, checks the ABI and calls init(conf). conf may be NULL. */
-int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf,
-                    char *errstr, size_t errstr_size);
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
+                    size_t errstr_size);
 const char *dd_handler_name(const dd_handler_t *h);
 /* The file it was loaded from, as configured (resolved). */
 const char *dd_handler_path(const dd_handler_t *h);

@@ -12,6 +12,7 @@
 #include "dd_canon.h"
 #include "dd_common.h"
 #include "dd_jpath.h"
+#include "dd_text.h"
 
 /* Hashing buffers this much canonical text before each digest update. */
 #define DD_HASH_CHUNK 1024
@@ -36,7 +37,7 @@ void dd_hash_spec_destroy(dd_hash_spec_t *spec)
 
     if (!spec) return;
     for (i = 0; i < spec->path_cnt; i++)
-        dd_jpath_free(&spec->paths[i]);
+        dd_jpath_release(&spec->paths[i]);
     free(spec->paths);
     free(spec);
 }
@@ -51,7 +52,7 @@ static void dd_hash_spec_sort(dd_hash_spec_t *spec)
     qsort(spec->paths, (size_t)spec->path_cnt, sizeof(*spec->paths), dd_hash_path_cmp);
     for (i = 0; i < spec->path_cnt; i++) {
         if (kept && !strcmp(spec->paths[kept - 1].text, spec->paths[i].text))
-            dd_jpath_free(&spec->paths[i]);
+            dd_jpath_release(&spec->paths[i]);
         else
             spec->paths[kept++] = spec->paths[i];
     }
@@ -210,12 +211,6 @@ int dd_hash_payload(const dd_hash_spec_t *spec, const void *payload, size_t len,
 
 void dd_hash_hex(const unsigned char hash[DD_HASH_LEN], char out[DD_HASH_HEX_LEN + 1])
 {
-    static const char hex[] = "0123456789abcdef";
-    int i;
-
-    for (i = 0; i < DD_HASH_LEN; i++) {
-        out[2 * i] = hex[hash[i] >> 4];
-        out[2 * i + 1] = hex[hash[i] & 0xf];
-    }
+    dd_text_hex(out, hash, DD_HASH_LEN, 0);
     out[DD_HASH_HEX_LEN] = '\0';
 }

@@ -85,7 +85,7 @@ struct dd_http_s {
     /* prober thread and its cached answer, under mu */
     pthread_t prober;
     int prober_started;
-    volatile int stop;
+    atomic_int stop; /* set by dd_http_stop, read by the prober */
     pthread_mutex_t mu;
     dd_db_t *db;         /* prober thread only */
     int db_ok;           /* last ping answered */
@@ -298,7 +298,7 @@ static void dd_http_on_completed(void *cls, struct MHD_Connection *conn, void **
  * dd_db_reconnect. */
 static int dd_http_ping(dd_http_t *http, char *errstr, size_t errstr_size)
 {
-    if (!http->db) return dd_db_open(&http->db, http->conf, errstr, errstr_size);
+    if (!http->db) return dd_db_new(&http->db, http->conf, errstr, errstr_size);
     if (dd_db_mysql(http->db) && mysql_ping(dd_db_mysql(http->db)) == 0) return DD_OK;
     return dd_db_reconnect(http->db, errstr, errstr_size);
 }
@@ -308,7 +308,7 @@ static void *dd_http_prober_main(void *arg)
     dd_http_t *http = arg;
     char err[256], why[200];
 
-    while (!http->stop) {
+    while (!atomic_load(&http->stop)) {
         dd_stats_t s;
         int ok;
 
@@ -555,30 +555,33 @@ static int dd_http_listen(const char *listen, char *errstr, size_t errstr_size)
 
 /* ---- life cycle ---- */
 
-int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
-                  size_t errstr_size)
+int dd_http_new(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
+                size_t errstr_size)
 {
-    dd_http_t *http;
-    int fd, rc = DD_OK;
+    dd_http_t *http = calloc(1, sizeof(*http));
 
     *httpp = NULL;
-    http = calloc(1, sizeof(*http));
     if (!http) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         return DD_ERR_NOMEM;
     }
     http->conf = conf;
     http->pl = pl;
-    http->started_ms = dd_now_ms();
-    http->idle_seen_ms = http->started_ms;
     pthread_mutex_init(&http->mu, NULL);
     pthread_mutex_init(&http->conn_mu, NULL);
+    *httpp = http;
+    return DD_OK;
+}
 
+int dd_http_start(dd_http_t *http, char *errstr, size_t errstr_size)
+{
+    const dd_conf_t *conf = http->conf;
+    int fd;
+
+    http->started_ms = dd_now_ms();
+    http->idle_seen_ms = http->started_ms;
     fd = dd_http_listen(conf->http.listen, errstr, errstr_size);
-    if (fd < 0) {
-        rc = DD_ERR_IO;
-        goto out;
-    }
+    if (fd < 0) return DD_ERR_IO;
     /* MHD owns fd from here on and closes it when it stops. Whether a failed
      * start closes it differs between versions: leaving it open on that path
      * (the process is about to exit) is safer than a double close. */
@@ -595,34 +598,35 @@ int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, c
         MHD_OPTION_END);
     if (!http->mhd) {
         dd_errstr_set(errstr, errstr_size, "cannot start the HTTP server on %s", conf->http.listen);
-        rc = DD_ERR_IO;
-        goto out;
+        return DD_ERR_IO;
     }
     if (pthread_create(&http->prober, NULL, dd_http_prober_main, http) != 0) {
         dd_errstr_set(errstr, errstr_size, "cannot start the readiness prober thread");
-        rc = DD_ERR_FATAL;
-        goto out;
+        dd_http_stop(http);
+        return DD_ERR_FATAL;
     }
     http->prober_started = 1;
     dd_log(DD_LOG_INFO, "HTTP endpoint listening on %s (/healthz, /readyz, /metrics).",
            conf->http.listen);
-out:
-    if (rc) {
-        dd_http_stop(http);
-        return rc;
-    }
-    *httpp = http;
     return DD_OK;
 }
 
 void dd_http_stop(dd_http_t *http)
 {
     if (!http) return;
-    http->stop = 1;
+    atomic_store(&http->stop, 1);
     if (http->mhd) MHD_stop_daemon(http->mhd);
+    http->mhd = NULL;
     if (http->prober_started) pthread_join(http->prober, NULL);
-    dd_db_close(http->db);
+    http->prober_started = 0;
     /* Stopping libmicrohttpd closed every connection it told us of. */
+}
+
+void dd_http_destroy(dd_http_t *http)
+{
+    if (!http) return;
+    dd_http_stop(http);
+    dd_db_destroy(http->db);
     pthread_mutex_destroy(&http->conn_mu);
     pthread_mutex_destroy(&http->mu);
     free(http);

@@ -17,10 +17,16 @@
 
 typedef struct dd_http_s dd_http_t;
 
-/* Starts serving conf->http.listen. pl must outlive the server. */
-int dd_http_start(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
-                  size_t errstr_size);
-/* Stops and frees; safe with NULL. */
+/* The endpoint for conf->http.listen; conf and pl must outlive it. */
+int dd_http_new(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
+                size_t errstr_size);
+/* Binds the address and starts serving (libmicrohttpd's thread) and
+ * probing the database (the prober thread). Returns 0, DD_ERR_IO (the
+ * address cannot be bound) or DD_ERR_FATAL. */
+int dd_http_start(dd_http_t *http, char *errstr, size_t errstr_size);
+/* Stops serving and joins both threads. */
 void dd_http_stop(dd_http_t *http);
+/* Stops it if needed and frees it; NULL is fine. */
+void dd_http_destroy(dd_http_t *http);
 
 #endif /* DD_HTTP_H */

@@ -1,22 +1,28 @@
 /*
- * One consumed message on its way through the pipeline. Created by the main
- * thread at poll time, owned by exactly one thread at a time (main, then a
- * lane, then main again), destroyed by the main thread once its offset may
- * move.
+ * One consumed message on its way through `dedupd run` or `dedupd replay`.
+ * Created by the consumer's thread at poll time, owned by exactly one
+ * thread at a time (the consumer's, then a lane's, then the consumer's
+ * again, handed over through the lane group's queues), destroyed by the
+ * consumer's thread once its offset may move.
  */
 #ifndef DD_ITEM_H
 #define DD_ITEM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
 
-#include "dd_claim.h"
 #include "dd_hash.h"
 #include "dd_key.h"
-#include "dd_offsets.h"
-#include "dd_pipeline.h"
+#include "dd_parse.h"
+#include "dd_stats.h"
+
+/* Defined by the claim and the offsets modules, above this one; an item
+ * only points at them. */
+typedef struct dd_claim_s dd_claim_t;
+typedef struct dd_ptrack_s dd_ptrack_t;
 
 typedef enum {
     DD_OUT_NONE = 0,
@@ -27,14 +33,14 @@ typedef enum {
 
 typedef struct dd_item_s {
     struct dd_item_s *next;
-    rd_kafka_message_t *rkm;
+    rd_kafka_message_t *rkm; /* owned */
     dd_ptrack_t *pt;
     uint32_t epoch;
     uint64_t seq;
     int64_t t_poll_ms;
     int64_t t_poll_us; /* for the poll -> finish latency histogram */
 
-    cJSON *json;
+    cJSON *json; /* owned; in the parse pool the item was parsed into */
     char key[DD_KEY_MAX + 1];
     size_t key_len;
     unsigned char hash[DD_HASH_LEN];
@@ -49,5 +55,15 @@ typedef struct dd_item_s {
     int64_t dlq_due_ms; /* resend time after a failed dead letter */
     int dlq_bare;       /* the broker refused the dead letter as too large: send it bare */
 } dd_item_t;
+
+/* A zeroed item, or NULL when out of memory. */
+dd_item_t *dd_item_new(void);
+/* Frees what the item holds (message, tree, response) and zeroes it, for
+ * reuse. pool: where its tree was parsed (NULL: the heap). */
+void dd_item_reset(dd_item_t *item, dd_parse_pool_t *pool);
+/* dd_item_reset() and free; NULL is fine. */
+void dd_item_destroy(dd_item_t *item, dd_parse_pool_t *pool);
+/* Destroys every item of a list linked by next. */
+void dd_item_list_destroy(dd_item_t *list, dd_parse_pool_t *pool);
 
 #endif /* DD_ITEM_H */

@@ -17,7 +17,7 @@ static int dd_jpath_name_char(char c)
            c == '-';
 }
 
-void dd_jpath_free(dd_jpath_t *path)
+void dd_jpath_release(dd_jpath_t *path)
 {
     free(path->text);
     free(path->names);
@@ -125,7 +125,7 @@ int dd_jpath_parse(dd_jpath_t *path, const char *src, size_t len, size_t col, ch
     }
     rc = 0;
 out:
-    if (rc) dd_jpath_free(path);
+    if (rc) dd_jpath_release(path);
     return rc;
 }
 

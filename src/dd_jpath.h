@@ -35,7 +35,7 @@ typedef struct {
 int dd_jpath_parse(dd_jpath_t *path, const char *src, size_t len, size_t col, char *errstr,
                    size_t errstr_size);
 /* Frees what parse allocated; a zeroed or freed path is fine. */
-void dd_jpath_free(dd_jpath_t *path);
+void dd_jpath_release(dd_jpath_t *path);
 
 /* The value path names in doc, or NULL when a step finds nothing (*failed_at,
  * if not NULL, then says which step). */

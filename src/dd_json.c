@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "dd_common.h"
+#include "dd_text.h"
 #include "dd_utf8.h"
 
 /* Buffers larger than this are given back when a much smaller text comes,
@@ -504,14 +505,6 @@ static dd_json_node_t *dd_json_node_new(dd_json_parser_t *ps, dd_json_type_t typ
     return n;
 }
 
-int dd_json_name_cmp(const char *a, size_t a_len, const char *b, size_t b_len)
-{
-    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
-
-    if (c) return c;
-    return a_len < b_len ? -1 : a_len > b_len;
-}
-
 static int dd_json_member_cmp(const dd_json_node_t *nodes, uint32_t x, uint32_t y)
 {
     const dd_json_node_t *a = &nodes[x], *b = &nodes[y];
@@ -519,7 +512,7 @@ static int dd_json_member_cmp(const dd_json_node_t *nodes, uint32_t x, uint32_t 
     /* Names mostly differ in their first byte: settle those without a call. */
     if (a->name_len && b->name_len && a->name[0] != b->name[0])
         return (unsigned char)a->name[0] - (unsigned char)b->name[0];
-    return dd_json_name_cmp(a->name, a->name_len, b->name, b->name_len);
+    return dd_text_cmp(a->name, a->name_len, b->name, b->name_len);
 }
 
 static void dd_json_isort(const dd_json_node_t *nodes, uint32_t *m, uint32_t n)
@@ -590,7 +583,7 @@ static int dd_json_object_close(dd_json_parser_t *ps, uint32_t idx)
                                 first);
         }
     }
-    if (n) /* an empty object may have no member array yet: memcpy(NULL, ...) is undefined */
+    if (n) /* an empty object may come before any order was allocated */
         memcpy(doc->order + doc->order_cnt, m, (size_t)n * sizeof(*m));
     doc->nodes[idx].order = doc->order_cnt;
     doc->order_cnt += n;
@@ -811,7 +804,7 @@ const dd_json_node_t *dd_json_member(const dd_json_doc_t *doc, const dd_json_nod
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         const dd_json_node_t *c = &doc->nodes[m[mid]];
-        int r = dd_json_name_cmp(c->name, c->name_len, name, name_len);
+        int r = dd_text_cmp(c->name, c->name_len, name, name_len);
 
         if (r == 0) return c;
         if (r < 0)

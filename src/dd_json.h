@@ -92,10 +92,6 @@ const dd_json_node_t *dd_json_member_sorted(const dd_json_doc_t *doc, const dd_j
 const dd_json_node_t *dd_json_member(const dd_json_doc_t *doc, const dd_json_node_t *obj,
                                      const char *name, size_t name_len);
 
-/* Bytewise comparison of two names, a prefix first (like memcmp over the
- * shorter, then by length): <0, 0, >0. */
-int dd_json_name_cmp(const char *a, size_t a_len, const char *b, size_t b_len);
-
 /* A number's exact value: +-D x 10^exp, where the digits of D are
  * d1[0..n1) followed by d2[0..n2) (spans of the text: the digits before and
  * after its '.'), without leading or trailing zeros. Zero (any spelling) has

@@ -35,6 +35,7 @@
 #include "dd_canon.h"
 #include "dd_common.h"
 #include "dd_jpath.h"
+#include "dd_text.h"
 
 /* A template piece: literal bytes ($$ already resolved) or a path. */
 typedef struct {
@@ -68,7 +69,7 @@ void dd_key_tmpl_destroy(dd_key_tmpl_t *tmpl)
 
     if (!tmpl) return;
     for (i = 0; i < tmpl->seg_cnt; i++)
-        if (!tmpl->segs[i].lit) dd_jpath_free(&tmpl->segs[i].path);
+        if (!tmpl->segs[i].lit) dd_jpath_release(&tmpl->segs[i].path);
     free(tmpl->segs);
     free(tmpl->lits);
     free(tmpl);
@@ -230,7 +231,6 @@ static void dd_key_put_raw(dd_key_out_t *k, const void *p, size_t n)
 /* Value bytes: runs outside the escape set in one go, the rest as %XX. */
 static void dd_key_put_value(dd_key_out_t *k, const void *buf, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
     const unsigned char *p = buf, *end = p + n, *run;
 
     while (p < end) {
@@ -242,8 +242,7 @@ static void dd_key_put_value(dd_key_out_t *k, const void *buf, size_t n)
         if (p > run) dd_key_put_raw(k, run, (size_t)(p - run));
         if (p == end) break;
         e[0] = '%';
-        e[1] = hex[*p >> 4];
-        e[2] = hex[*p & 0xf];
+        dd_text_hex(e + 1, p, 1, 1);
         dd_key_put_raw(k, e, 3);
         p++;
     }

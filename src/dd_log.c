@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dd_log.h"
 
+#include "dd_text.h"
 #include "dd_utf8.h"
 
 #include <librdkafka/rdkafka.h>
@@ -15,88 +16,65 @@
 #include <sys/time.h>
 #include <time.h>
 
-volatile int dd_log_level_cur = DD_LOG_INFO;
-static dd_log_format_t dd_log_format = DD_LOG_FMT_LOGFMT;
+atomic_int dd_log_level_cur = DD_LOG_INFO;
+static atomic_int dd_log_format = DD_LOG_FMT_LOGFMT; /* a dd_log_format_t */
 
 static const char *const dd_log_level_names[] = {"error", "warn", "info", "debug"};
 
 void dd_log_setup(dd_log_level_t level, dd_log_format_t format)
 {
-    dd_log_level_cur = (int)level;
-    dd_log_format = format;
+    atomic_store(&dd_log_level_cur, (int)level);
+    atomic_store(&dd_log_format, (int)format);
 }
 
 int dd_log_level_parse(const char *name)
 {
     for (int i = 0; i < 4; i++)
-        if (strcmp(name, dd_log_level_names[i]) == 0)
-            return i;
+        if (strcmp(name, dd_log_level_names[i]) == 0) return i;
     return -1;
 }
 
 int dd_log_format_parse(const char *name)
 {
-    if (strcmp(name, "logfmt") == 0)
-        return DD_LOG_FMT_LOGFMT;
-    if (strcmp(name, "json") == 0)
-        return DD_LOG_FMT_JSON;
+    if (strcmp(name, "logfmt") == 0) return DD_LOG_FMT_LOGFMT;
+    if (strcmp(name, "json") == 0) return DD_LOG_FMT_JSON;
     return -1;
 }
 
-/* Appends s quoted for the current format; both formats escape " and \.
- * A value that is not valid UTF-8 (a binary business key) has its high bytes
+/* Appends s quoted for the current format: both are JSON strings. A value
+ * that is not valid UTF-8 (a binary business key) has its high bytes
  * escaped so a JSON line stays valid JSON. */
 static size_t dd_log_quote(char *out, size_t pos, size_t size, const char *s)
 {
-    int raw8 = dd_utf8_valid(s, strlen(s));
+    int flags = dd_utf8_valid(s, strlen(s)) ? 0 : DD_TEXT_JSON_ASCII;
 
-    if (pos + 1 < size)
-        out[pos++] = '"';
-    for (; *s && pos + 8 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x80 && !raw8) {
-            pos += (size_t)snprintf(out + pos, size - pos, "\\u%04x", c);
-        } else if (c == '"' || c == '\\') {
-            out[pos++] = '\\';
-            out[pos++] = (char)c;
-        } else if (c < 0x20) {
-            pos += (size_t)snprintf(out + pos, size - pos, "\\u%04x", c);
-        } else {
-            out[pos++] = (char)c;
-        }
-    }
-    if (pos + 1 < size)
-        out[pos++] = '"';
-    out[pos] = '\0';
-    return pos;
+    return dd_text_json_quote(out, pos, size, s, flags);
 }
 
 static size_t dd_log_field(char *out, size_t pos, size_t size, const char *name, const char *val,
                            int quote)
 {
-    if (pos + 4 >= size)
-        return pos;
-    if (dd_log_format == DD_LOG_FMT_JSON) {
+    int json = atomic_load_explicit(&dd_log_format, memory_order_relaxed) == DD_LOG_FMT_JSON;
+
+    if (pos + 4 >= size) return pos;
+    if (json) {
         pos += (size_t)snprintf(out + pos, size - pos, "%s\"%s\":", pos > 1 ? "," : "", name);
-        if (pos >= size)
-            return size - 1;
-        if (quote)
-            return dd_log_quote(out, pos, size, val);
+        if (pos >= size) return size - 1;
+        if (quote) return dd_log_quote(out, pos, size, val);
         pos += (size_t)snprintf(out + pos, size - pos, "%s", val);
     } else {
         pos += (size_t)snprintf(out + pos, size - pos, "%s%s=", pos > 0 ? " " : "", name);
-        if (pos >= size)
-            return size - 1;
-        if (quote)
-            return dd_log_quote(out, pos, size, val);
+        if (pos >= size) return size - 1;
+        if (quote) return dd_log_quote(out, pos, size, val);
         pos += (size_t)snprintf(out + pos, size - pos, "%s", val);
     }
     return pos < size ? pos : size - 1;
 }
 
-static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partition,
-                        int64_t offset, const char *biz_key, const char *text)
+static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partition, int64_t offset,
+                        const char *biz_key, const char *text)
 {
+    int json = atomic_load_explicit(&dd_log_format, memory_order_relaxed) == DD_LOG_FMT_JSON;
     char line[4096], ts[40], num[32];
     struct timeval tv;
     struct tm tm;
@@ -107,12 +85,10 @@ static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partiti
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(ts + strlen(ts), sizeof(ts) - strlen(ts), ".%03dZ", (int)(tv.tv_usec / 1000));
 
-    if (dd_log_format == DD_LOG_FMT_JSON)
-        line[pos++] = '{';
+    if (json) line[pos++] = '{';
     line[pos] = '\0';
     pos = dd_log_field(line, pos, sizeof(line), "ts", ts, 1);
-    pos = dd_log_field(line, pos, sizeof(line), "level", dd_log_level_names[level],
-                       dd_log_format == DD_LOG_FMT_JSON);
+    pos = dd_log_field(line, pos, sizeof(line), "level", dd_log_level_names[level], json);
     if (topic) {
         pos = dd_log_field(line, pos, sizeof(line), "topic", topic, 1);
         snprintf(num, sizeof(num), "%d", (int)partition);
@@ -120,13 +96,10 @@ static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partiti
         snprintf(num, sizeof(num), "%lld", (long long)offset);
         pos = dd_log_field(line, pos, sizeof(line), "offset", num, 0);
     }
-    if (biz_key)
-        pos = dd_log_field(line, pos, sizeof(line), "key", biz_key, 1);
+    if (biz_key) pos = dd_log_field(line, pos, sizeof(line), "key", biz_key, 1);
     pos = dd_log_field(line, pos, sizeof(line), "msg", text, 1);
-    if (dd_log_format == DD_LOG_FMT_JSON && pos + 2 < sizeof(line))
-        line[pos++] = '}';
-    if (pos + 1 < sizeof(line))
-        line[pos++] = '\n';
+    if (json && pos + 2 < sizeof(line)) line[pos++] = '}';
+    if (pos + 1 < sizeof(line)) line[pos++] = '\n';
     line[pos] = '\0';
     fputs(line, stderr);
 }
@@ -156,7 +129,9 @@ void dd_log_msg_write(dd_log_level_t level, const char *topic, int32_t partition
 
 void dd_log_rdkafka(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    dd_log(level <= 3 ? DD_LOG_ERROR : level <= 4 ? DD_LOG_WARN : DD_LOG_DEBUG,
+    dd_log(level <= 3   ? DD_LOG_ERROR
+           : level <= 4 ? DD_LOG_WARN
+                        : DD_LOG_DEBUG,
            "librdkafka %s %s: %s", rd_kafka_type(rk) == RD_KAFKA_CONSUMER ? "consumer" : "producer",
            fac, buf);
 }

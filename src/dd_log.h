@@ -8,13 +8,21 @@
 #ifndef DD_LOG_H
 #define DD_LOG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { DD_LOG_ERROR = 0, DD_LOG_WARN = 1, DD_LOG_INFO = 2, DD_LOG_DEBUG = 3 } dd_log_level_t;
+typedef enum {
+    DD_LOG_ERROR = 0,
+    DD_LOG_WARN = 1,
+    DD_LOG_INFO = 2,
+    DD_LOG_DEBUG = 3
+} dd_log_level_t;
 typedef enum { DD_LOG_FMT_LOGFMT = 0, DD_LOG_FMT_JSON = 1 } dd_log_format_t;
 
-extern volatile int dd_log_level_cur;
+/* The least severe level written; set by dd_log_setup(), read by every
+ * thread. */
+extern atomic_int dd_log_level_cur;
 
 void dd_log_setup(dd_log_level_t level, dd_log_format_t format);
 /* Returns -1 for an unknown name. */
@@ -33,14 +41,14 @@ void dd_log_rdkafka(const struct rd_kafka_s *rk, int level, const char *fac, con
 
 #define dd_log(level, ...)                                                                         \
     do {                                                                                           \
-        if ((int)(level) <= dd_log_level_cur)                                                      \
+        if ((int)(level) <= atomic_load_explicit(&dd_log_level_cur, memory_order_relaxed))         \
             dd_log_write((level), __VA_ARGS__);                                                    \
     } while (0)
 
-#define dd_log_msg(level, topic, partition, offset, biz_key, ...)                                 \
+#define dd_log_msg(level, topic, partition, offset, biz_key, ...)                                  \
     do {                                                                                           \
-        if ((int)(level) <= dd_log_level_cur)                                                      \
-            dd_log_msg_write((level), (topic), (partition), (offset), (biz_key), __VA_ARGS__);    \
+        if ((int)(level) <= atomic_load_explicit(&dd_log_level_cur, memory_order_relaxed))         \
+            dd_log_msg_write((level), (topic), (partition), (offset), (biz_key), __VA_ARGS__);     \
     } while (0)
 
 #endif /* DD_LOG_H */

@@ -108,7 +108,7 @@ static void dd_metrics_histogram(FILE *f, const dd_stats_t *s)
                     "Duration of committed claim transactions, handler included.");
     for (int i = 0; i < DD_BATCH_BUCKETS - 1; i++) {
         cum += s->batch_buckets[i];
-        fprintf(f, "dedupd_batch_seconds_bucket{le=\"%g\"} %llu\n", dd_batch_bucket_bounds[i],
+        fprintf(f, "dedupd_batch_seconds_bucket{le=\"%g\"} %llu\n", dd_stats_batch_bounds[i],
                 (unsigned long long)cum);
     }
     cum += s->batch_buckets[DD_BATCH_BUCKETS - 1];

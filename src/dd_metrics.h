@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "dd_pipeline.h"
+#include "dd_stats.h"
 
 /* The process's own figures, under the names Prometheus client libraries
  * give them (process_*), so the usual dashboards and alerts work unchanged.

@@ -23,8 +23,7 @@ static const char dd_migrate_schema_sql[] =
     " applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
     ") ENGINE=InnoDB";
 
-int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr,
-                       size_t errstr_size)
+int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr, size_t errstr_size)
 {
     char sql[256], esc[160];
     MYSQL_RES *res;
@@ -33,8 +32,7 @@ int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr,
 
     *version = 0;
     rc = dd_db_exec_raw(db, dd_migrate_schema_sql, errstr, errstr_size);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     mysql_real_escape_string(db, esc, table, (unsigned long)strnlen(table, 64));
     snprintf(sql, sizeof(sql), "SELECT version FROM dedupd_schema WHERE table_name = '%s'", esc);
     if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
@@ -42,8 +40,7 @@ int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr,
         return dd_db_classify(mysql_errno(db));
     }
     row = mysql_fetch_row(res);
-    if (row && row[0])
-        *version = atoi(row[0]);
+    if (row && row[0]) *version = atoi(row[0]);
     mysql_free_result(res);
     return DD_OK;
 }
@@ -58,8 +55,7 @@ static char *dd_migrate_render(const char *sql, const char *table)
     for (p = sql; (p = strstr(p, "{{table}}")); p += 9)
         cap += tlen;
     out = malloc(cap);
-    if (!out)
-        return NULL;
+    if (!out) return NULL;
     for (o = out, p = sql; *p;) {
         if (strncmp(p, "{{table}}", 9) == 0) {
             memcpy(o, table, tlen);
@@ -92,8 +88,7 @@ static int dd_migrate_apply(MYSQL *db, const dd_migration_t *m, const char *tabl
         while (*q) {
             if (*q == '-' && q[1] == '-') {
                 q = strchr(q, '\n');
-                if (!q)
-                    break;
+                if (!q) break;
             } else if (*q != ' ' && *q != '\n' && *q != '\t' && *q != '\r') {
                 empty = 0;
                 break;
@@ -101,8 +96,7 @@ static int dd_migrate_apply(MYSQL *db, const dd_migration_t *m, const char *tabl
                 q++;
             }
         }
-        if (empty)
-            continue;
+        if (empty) continue;
         rc = dd_db_exec_raw(db, stmt, err, sizeof(err));
         if (rc) {
             dd_errstr_set(errstr, errstr_size, "migration %s on table %s failed: %s", m->name,
@@ -228,12 +222,10 @@ int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_siz
     int version = 0, rc;
 
     rc = dd_db_exec_raw(db, "DO GET_LOCK('dedupd_migrate', 60)", errstr, errstr_size);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     rc = dd_migrate_version(db, table, &version, errstr, errstr_size);
     for (int i = 0; rc == DD_OK && i < dd_migration_cnt; i++) {
-        if (dd_migrations[i].version <= version)
-            continue;
+        if (dd_migrations[i].version <= version) continue;
         dd_log(DD_LOG_INFO, "Applying migration %s to table %s.", dd_migrations[i].name, table);
         rc = dd_migrate_apply(db, &dd_migrations[i], table, errstr, errstr_size);
     }

@@ -14,7 +14,7 @@
  * promptly, whatever else is happening) and on the control FIFO. The cluster
  * itself runs on librdkafka's own thread.
  */
-#include "dd_mock.h"
+#include "dd_cmd.h"
 #include "dd_common.h"
 
 #include <errno.h>
@@ -31,10 +31,6 @@
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
-
-#define DD_MOCK_EXIT_OK 0
-#define DD_MOCK_EXIT_FAIL 1
-#define DD_MOCK_EXIT_USAGE 2
 
 #define DD_MOCK_MAX_BROKERS 32
 #define DD_MOCK_MAX_PARTITIONS 1000
@@ -65,27 +61,6 @@ typedef struct dd_mock_ctl_s {
     size_t len;
     int overlong; /* discarding the rest of a too-long line */
 } dd_mock_ctl_t;
-
-static void dd_mock_usage(FILE *fp)
-{
-    fprintf(fp,
-            "usage: dedupd mock-kafka [--brokers N] [--topic NAME:PARTITIONS[:REPLICATION]]...\n"
-            "                         [--bootstrap-file FILE] [--control FIFO]\n"
-            "\n"
-            "Runs librdkafka's mock Kafka cluster until SIGTERM/SIGINT. The first line\n"
-            "on stdout is the bootstrap list. Topics not created here are auto-created\n"
-            "(4 partitions) as soon as any client asks for them by name (a producer,\n"
-            "a subscribing consumer, kcat -L -t NAME).\n"
-            "\n"
-            "Control FIFO commands (one per newline-terminated line, each answered on\n"
-            "stdout with \"ok <command>\" or \"error <command>: <why>\"; wait for the\n"
-            "answer rather than sleeping):\n"
-            "  broker-down ID | broker-up ID | rtt ID MS\n"
-            "  request-errors APIKEY ERRCODE COUNT | clear-errors APIKEY\n"
-            "  topic-error TOPIC ERRCODE\n"
-            "  coordinator group|transaction KEY BROKERID\n"
-            "  ping\n");
-}
 
 /* Parses a decimal int in [min, max]; returns 0 on success. */
 static int dd_mock_int_parse(const char *s, long min, long max, int *out)
@@ -140,7 +115,7 @@ done:
     return ret;
 }
 
-static void dd_mock_opts_free(dd_mock_opts_t *opts)
+static void dd_mock_opts_release(dd_mock_opts_t *opts)
 {
     int i;
 
@@ -151,7 +126,7 @@ static void dd_mock_opts_free(dd_mock_opts_t *opts)
     opts->topic_cnt = 0;
 }
 
-/* Returns 0, or -1 with errstr set (a usage error), or 1 for --help. */
+/* Returns 0, or -1 with errstr set (a usage error). */
 static int dd_mock_opts_parse(int argc, char **argv, dd_mock_opts_t *opts, char *errstr,
                               size_t errstr_size)
 {
@@ -167,7 +142,6 @@ static int dd_mock_opts_parse(int argc, char **argv, dd_mock_opts_t *opts, char 
     for (i = 1; i < argc; i++) {
         const char *opt = argv[i];
 
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) return 1;
         if (strcmp(opt, "--brokers") && strcmp(opt, "--topic") && strcmp(opt, "--bootstrap-file") &&
             strcmp(opt, "--control")) {
             dd_errstr_set(errstr, errstr_size, "%s: unknown option", opt);
@@ -512,7 +486,7 @@ static int dd_mock_ctl_reopen(dd_mock_ctl_t *ctl, char *errstr, size_t errstr_si
     return 0;
 }
 
-static void dd_mock_ctl_close(dd_mock_ctl_t *ctl)
+static void dd_mock_ctl_release(dd_mock_ctl_t *ctl)
 {
     if (ctl->keep_fd >= 0) close(ctl->keep_fd);
     if (ctl->fd >= 0) close(ctl->fd);
@@ -584,18 +558,18 @@ static int dd_mock_wait(int sigfd, dd_mock_ctl_t *ctl, rd_kafka_mock_cluster_t *
         if (poll(pfd, (nfds_t)nfds, -1) < 0) {
             if (errno == EINTR) continue;
             fprintf(stderr, "mock-kafka: poll: %s\n", strerror(errno));
-            return DD_MOCK_EXIT_FAIL;
+            return DD_EXIT_FAIL;
         }
         if (pfd[0].revents & POLLIN) {
             if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
                 fprintf(stderr, "mock-kafka: got signal %u, stopping\n", si.ssi_signo);
-            return DD_MOCK_EXIT_OK;
+            return DD_EXIT_OK;
         }
         if (nfds == 2 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
             if (dd_mock_ctl_read(ctl, mcluster) &&
                 dd_mock_ctl_reopen(ctl, errstr, sizeof(errstr))) {
                 fprintf(stderr, "mock-kafka: %s\n", errstr);
-                return DD_MOCK_EXIT_FAIL;
+                return DD_EXIT_FAIL;
             }
         }
     }
@@ -639,48 +613,89 @@ static int dd_mock_signals_setup(sigset_t *oldmask)
     return signalfd(-1, &mask, SFD_CLOEXEC);
 }
 
-int dd_mock_main(int argc, char **argv)
+static int dd_mock_parse(void *opts, int argc, char **argv)
 {
-    dd_mock_opts_t opts;
+    char errstr[512];
+
+    if (dd_mock_opts_parse(argc, argv, opts, errstr, sizeof(errstr)) == 0) return DD_EXIT_OK;
+    fprintf(stderr, "mock-kafka: %s (see dedupd mock-kafka --help)\n", errstr);
+    return DD_EXIT_USAGE;
+}
+
+static void dd_mock_release(void *opts)
+{
+    dd_mock_opts_release(opts);
+}
+
+static int dd_mock_run(const dd_conf_t *conf, void *opts_)
+{
+    const dd_mock_opts_t *opts = opts_;
     dd_mock_ctl_t ctl = {.fd = -1, .keep_fd = -1};
     rd_kafka_t *rk = NULL;
     rd_kafka_mock_cluster_t *mcluster = NULL;
     sigset_t oldmask;
     char errstr[512];
-    int sigfd = -1, ret = DD_MOCK_EXIT_FAIL, pret;
+    int sigfd = -1, ret = DD_EXIT_FAIL;
 
-    pret = dd_mock_opts_parse(argc, argv, &opts, errstr, sizeof(errstr));
-    if (pret) {
-        if (pret < 0)
-            fprintf(stderr, "mock-kafka: %s (see dedupd mock-kafka --help)\n", errstr);
-        else
-            dd_mock_usage(stdout);
-        ret = pret < 0 ? DD_MOCK_EXIT_USAGE : DD_MOCK_EXIT_OK;
-        goto done;
-    }
+    (void)conf;
     sigfd = dd_mock_signals_setup(&oldmask);
     if (sigfd < 0) {
         fprintf(stderr, "mock-kafka: signal setup: %s\n", strerror(errno));
         goto done;
     }
-    if (opts.control_path && (dd_mock_ctl_create(&ctl, opts.control_path, errstr, sizeof(errstr)) ||
-                              dd_mock_ctl_reopen(&ctl, errstr, sizeof(errstr)))) {
+    if (opts->control_path &&
+        (dd_mock_ctl_create(&ctl, opts->control_path, errstr, sizeof(errstr)) ||
+         dd_mock_ctl_reopen(&ctl, errstr, sizeof(errstr)))) {
         fprintf(stderr, "mock-kafka: %s\n", errstr);
         goto done;
     }
-    if (dd_mock_start(&opts, &rk, &mcluster, errstr, sizeof(errstr))) {
+    if (dd_mock_start(opts, &rk, &mcluster, errstr, sizeof(errstr))) {
         fprintf(stderr, "mock-kafka: %s\n", errstr);
         goto done;
     }
-    ret = dd_mock_wait(sigfd, opts.control_path ? &ctl : NULL, mcluster);
+    ret = dd_mock_wait(sigfd, opts->control_path ? &ctl : NULL, mcluster);
 done:
     if (mcluster) rd_kafka_mock_cluster_destroy(mcluster);
     if (rk) rd_kafka_destroy(rk);
-    dd_mock_ctl_close(&ctl);
+    dd_mock_ctl_release(&ctl);
     if (sigfd >= 0) {
         close(sigfd);
         pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
     }
-    dd_mock_opts_free(&opts);
     return ret;
 }
+
+const dd_cmd_t dd_cmd_mock = {
+    .name = "mock-kafka",
+    .args = "[--brokers N] [--topic NAME:PARTITIONS]... [options]",
+    .summary = "host a mock Kafka cluster for tests and demos",
+    .help = "usage: dedupd mock-kafka [--brokers N] [--topic NAME:PARTITIONS[:REPLICATION]]...\n"
+            "                         [--bootstrap-file FILE] [--control FIFO]\n"
+            "\n"
+            "Runs librdkafka's mock Kafka cluster until SIGTERM/SIGINT. The first line\n"
+            "on stdout is the bootstrap list. Topics not created here are auto-created\n"
+            "(4 partitions) as soon as any client asks for them by name (a producer,\n"
+            "a subscribing consumer, kcat -L -t NAME).\n"
+            "\n"
+            "Options:\n"
+            "  --brokers N              brokers in the cluster (1 by default)\n"
+            "  --topic NAME:PARTITIONS[:REPLICATION]   create a topic at start\n"
+            "  --bootstrap-file FILE    also write the bootstrap list to FILE\n"
+            "  --control FIFO           read control commands from FIFO (created if absent)\n"
+            "  -h, --help               this text\n"
+            "\n"
+            "Control FIFO commands (one per newline-terminated line, each answered on\n"
+            "stdout with \"ok <command>\" or \"error <command>: <why>\"; wait for the\n"
+            "answer rather than sleeping):\n"
+            "  broker-down ID | broker-up ID | rtt ID MS\n"
+            "  request-errors APIKEY ERRCODE COUNT | clear-errors APIKEY\n"
+            "  topic-error TOPIC ERRCODE\n"
+            "  coordinator group|transaction KEY BROKERID\n"
+            "  ping\n"
+            "\n"
+            "Exit status: 0 stopped by a signal, 1 failure, 2 usage error.\n",
+    .opts_size = sizeof(dd_mock_opts_t),
+    .parse = dd_mock_parse,
+    .run = dd_mock_run,
+    .release = dd_mock_release,
+};

@@ -18,8 +18,7 @@ dd_offsets_t *dd_offsets_new(void)
 
 void dd_offsets_destroy(dd_offsets_t *offs)
 {
-    if (!offs)
-        return;
+    if (!offs) return;
     for (size_t i = 0; i < offs->cnt; i++) {
         free(offs->pts[i]->topic);
         free(offs->pts[i]->offs);
@@ -36,16 +35,13 @@ dd_ptrack_t *dd_offsets_get(dd_offsets_t *offs, const char *topic, int32_t parti
 
     for (size_t i = 0; i < offs->cnt; i++) {
         pt = offs->pts[i];
-        if (pt->partition == partition && strcmp(pt->topic, topic) == 0)
-            return pt;
+        if (pt->partition == partition && strcmp(pt->topic, topic) == 0) return pt;
     }
-    if (!create)
-        return NULL;
+    if (!create) return NULL;
     if (offs->cnt == offs->cap) {
         size_t cap = offs->cap ? offs->cap * 2 : 16;
         dd_ptrack_t **pts = realloc(offs->pts, cap * sizeof(*pts));
-        if (!pts)
-            return NULL;
+        if (!pts) return NULL;
         offs->pts = pts;
         offs->cap = cap;
     }
@@ -108,8 +104,7 @@ uint64_t dd_ptrack_add(dd_ptrack_t *pt, int64_t offset)
 {
     uint64_t seq;
 
-    if (pt->tail_seq - pt->head_seq == pt->cap && dd_ptrack_grow(pt))
-        return UINT64_MAX;
+    if (pt->tail_seq - pt->head_seq == pt->cap && dd_ptrack_grow(pt)) return UINT64_MAX;
     seq = pt->tail_seq++;
     pt->offs[seq % pt->cap] = offset;
     pt->done[seq % pt->cap] = 0;
@@ -118,8 +113,7 @@ uint64_t dd_ptrack_add(dd_ptrack_t *pt, int64_t offset)
 
 void dd_ptrack_done(dd_ptrack_t *pt, uint64_t seq)
 {
-    if (seq < pt->head_seq || seq >= pt->tail_seq)
-        return;
+    if (seq < pt->head_seq || seq >= pt->tail_seq) return;
     pt->done[seq % pt->cap] = 1;
     while (pt->head_seq < pt->tail_seq && pt->done[pt->head_seq % pt->cap]) {
         pt->next = pt->offs[pt->head_seq % pt->cap] + 1;
@@ -140,8 +134,7 @@ int64_t dd_ptrack_polled_end(const dd_ptrack_t *pt)
 
 int dd_ptrack_at_end(const dd_ptrack_t *pt)
 {
-    if (pt->end_offset < 0)
-        return 0;
+    if (pt->end_offset < 0) return 0;
     if (pt->end_offset <= pt->low_offset || pt->end_offset == 0)
         return 1; /* nothing was there when we started */
     return pt->next >= pt->end_offset;

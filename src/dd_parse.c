@@ -25,8 +25,8 @@ struct dd_parse_pool_s {
     uint32_t *refs;     /* trees alive in each chunk */
     uint16_t *free_idx; /* stack of chunks without trees, cur excluded */
     size_t free_cnt;
-    long cur;    /* chunk being filled, or -1 */
-    size_t used; /* bytes of cur handed out */
+    long cur;     /* chunk being filled, or -1 */
+    size_t used;  /* bytes of cur handed out */
     int overflow; /* the parse in progress ran out of room in cur */
 };
 
@@ -47,8 +47,7 @@ static void *dd_parse_hook_malloc(size_t size)
     size_t n = (size + DD_PARSE_ALIGN - 1) & ~(size_t)(DD_PARSE_ALIGN - 1);
     char *p;
 
-    if (!pool)
-        return malloc(size);
+    if (!pool) return malloc(size);
     if (n < size || n > DD_PARSE_CHUNK - pool->used) {
         pool->overflow = 1; /* cJSON fails the parse; dd_parse_tree tries again */
         return NULL;
@@ -62,12 +61,10 @@ static void *dd_parse_hook_malloc(size_t size)
  * freeing part of a pooled tree (a failed parse) is simply nothing to do. */
 static void dd_parse_hook_free(void *p)
 {
-    if (!dd_parse_in_region(p))
-        free(p);
+    if (!dd_parse_in_region(p)) free(p);
 }
 
-int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr,
-                      size_t errstr_size)
+int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr, size_t errstr_size)
 {
     cJSON_Hooks hooks = {dd_parse_hook_malloc, dd_parse_hook_free};
     dd_parse_pool_t *pool;
@@ -91,8 +88,7 @@ int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     }
     if (!pool || !pool->refs || !pool->free_idx || pool->base == MAP_FAILED) {
-        if (pool && pool->base == MAP_FAILED)
-            pool->base = NULL;
+        if (pool && pool->base == MAP_FAILED) pool->base = NULL;
         dd_parse_pool_destroy(pool);
         dd_errstr_set(errstr, errstr_size, "out of memory for the parse pool");
         return DD_ERR_NOMEM;
@@ -111,8 +107,7 @@ int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr,
 
 void dd_parse_pool_destroy(dd_parse_pool_t *pool)
 {
-    if (!pool)
-        return;
+    if (!pool) return;
     if (pool->base) {
         if (dd_parse_region == pool->base) {
             dd_parse_region = NULL;
@@ -130,10 +125,8 @@ void dd_parse_pool_destroy(dd_parse_pool_t *pool)
  * A chunk left with trees in it is freed by the release of its last one. */
 static int dd_parse_pool_room(dd_parse_pool_t *pool, size_t need)
 {
-    if (pool->cur >= 0 && pool->refs[pool->cur] == 0)
-        pool->used = 0;
-    if (pool->cur >= 0 && need <= DD_PARSE_CHUNK - pool->used)
-        return 0;
+    if (pool->cur >= 0 && pool->refs[pool->cur] == 0) pool->used = 0;
+    if (pool->cur >= 0 && need <= DD_PARSE_CHUNK - pool->used) return 0;
     if (!pool->free_cnt) {
         pool->cur = -1;
         return -1;
@@ -152,8 +145,7 @@ static cJSON *dd_parse_pool_try(dd_parse_pool_t *pool, const char *text, size_t 
     dd_parse_active = pool;
     json = cJSON_ParseWithLengthOpts(text, len, end, 0);
     dd_parse_active = NULL;
-    if (json)
-        pool->refs[pool->cur]++;
+    if (json) pool->refs[pool->cur]++;
     return json;
 }
 
@@ -169,12 +161,10 @@ static cJSON *dd_parse_tree(dd_parse_pool_t *pool, const char *text, size_t len,
     if (pool && need <= DD_PARSE_CHUNK && dd_parse_pool_room(pool, need) == 0) {
         size_t used_before = pool->used;
         json = dd_parse_pool_try(pool, text, len, end);
-        if (json || !pool->overflow)
-            return json;
+        if (json || !pool->overflow) return json;
         if (used_before > 0 && dd_parse_pool_room(pool, DD_PARSE_CHUNK) == 0) {
             json = dd_parse_pool_try(pool, text, len, end);
-            if (json || !pool->overflow)
-                return json;
+            if (json || !pool->overflow) return json;
         }
     }
     return cJSON_ParseWithLengthOpts(text, len, end, 0);
@@ -184,8 +174,7 @@ void dd_parse_release(dd_parse_pool_t *pool, cJSON *json)
 {
     size_t idx;
 
-    if (!json)
-        return;
+    if (!json) return;
     if (!pool || (uintptr_t)json - (uintptr_t)pool->base >= pool->chunk_cnt * DD_PARSE_CHUNK) {
         cJSON_Delete(json);
         return;

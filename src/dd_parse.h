@@ -18,7 +18,7 @@
 #include "dd_conf.h"
 #include "dd_json.h"
 #include "dd_key.h"
-#include "dd_pipeline.h"
+#include "dd_stats.h"
 
 /* Parses payload into doc (the caller's, reused from message to message by
  * one thread) and renders its business key into key (*key_len bytes).
@@ -35,9 +35,10 @@ int dd_parse_message(dd_json_doc_t *doc, const dd_conf_t *conf, const dd_key_tmp
  * Parse pool: where the consumer's parsed payloads live.
  *
  * A payload parses into a dozen or more small cJSON allocations, all made
- * and freed by the main thread, tens of thousands of them alive at once.
- * Through malloc that was a third of the consumer's CPU (glibc consolidating
- * its fast bins whenever anything large was allocated). The pool bump-
+ * and freed by the consumer's thread, tens of thousands of them alive at
+ * once. Through malloc they cost the consumer much of its CPU (glibc
+ * consolidates its fast bins whenever anything large is allocated). The
+ * pool bump-
  * allocates each tree inside one 64 KiB chunk of a fixed reserved region and
  * frees a chunk when its last tree is released: no per-node malloc or free,
  * no tree walk to delete. A tree that does not fit, or a full region, falls
@@ -53,8 +54,7 @@ typedef struct dd_parse_pool_s dd_parse_pool_t;
 
 /* The region is sized for about max_trees trees of 4 KiB (at most 256 MiB);
  * pages are only committed as chunks are first used. */
-int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr,
-                      size_t errstr_size);
+int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr, size_t errstr_size);
 /* Every tree parsed into the pool must have been released. NULL is fine. */
 void dd_parse_pool_destroy(dd_parse_pool_t *pool);
 

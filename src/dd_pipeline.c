@@ -1,10 +1,12 @@
 /*
  * The main thread of `dedupd run` (see dd_pipeline.h): polling, parsing,
- * routing to lanes, dead letters, the offset watermark, rebalances and
- * shutdown. Lanes do the database work in dd_lane.c.
+ * routing to lanes, the offset watermark, rebalances and shutdown. The
+ * lanes do the database work (dd_lanes.h); dead letters are
+ * dd_pipeline_dlq.c.
  */
-#include "dd_pipeline.h"
+#include "dd_pipeline_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,74 +14,9 @@
 #include <unistd.h>
 
 #include "dd_common.h"
-#include "dd_dlq.h"
-#include "dd_hash.h"
-#include "dd_item.h"
-#include "dd_json.h"
-#include "dd_lane.h"
 #include "dd_log.h"
-#include "dd_offsets.h"
-#include "dd_parse.h"
-#include "dd_source.h"
-
-struct dd_pipeline_s {
-    const dd_conf_t *conf;
-    dd_lane_shared_t sh;
-    dd_key_tmpl_t *tmpl;
-    dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
-    dd_hash_spec_t *hspec;
-    dd_parse_pool_t *pool; /* where items' parsed payloads live */
-    dd_json_doc_t *doc;    /* the strict document of the message being routed */
-    char owner[128];
-
-    dd_offsets_t *offs;
-    dd_source_t *src;
-    dd_dlq_t *dlq;
-    dd_lane_t **lanes;
-    int nlanes;
-
-    int64_t inflight;     /* items alive: polled and not yet finished */
-    int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
-    int64_t last_finish_ms;
-    uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in sh.stats */
-    int lat_pending;
-    uint64_t messages;     /* consumed, each once; published by counters_flush */
-    int64_t first_poll_ms; /* when the first message was polled */
-    int64_t fetch_wait_us; /* see dd_stats_t */
-    dd_item_t *spare; /* finished items kept for reuse (see dd_item_recycle) */
-    int spare_cnt;
-    int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
-    dd_item_t *dlq_retry; /* dead letters to send again */
-    int closing;          /* shutdown: dead letters are no longer sent */
-    int64_t abandoned;    /* see dd_stats_t */
-    int64_t abandoned_dlq;
-    dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under sh.mu */
-    size_t lag_cnt, lag_cap;
-    int64_t lag_refresh_ms;
-};
-
-const double dd_batch_bucket_bounds[DD_BATCH_BUCKETS - 1] = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
-
-static const char *const dd_reason_names[DD_REASON_CNT] = {
-    "bad_json", "key_missing", "key_too_long", "payload_too_large",
-    "conflict", "rejected",    "retries_exhausted"};
-
-const char *dd_reason2str(dd_reason_t reason)
-{
-    return reason < DD_REASON_CNT ? dd_reason_names[reason] : "unknown";
-}
 
 /* ---- items ---- */
-
-static void dd_item_free(dd_pipeline_t *pl, dd_item_t *item)
-{
-    dd_parse_release(pl->pool, item->json);
-    if (item->rkm)
-        rd_kafka_message_destroy(item->rkm);
-    free(item->response);
-    free(item);
-}
 
 /* Items are allocated and freed once per message, in bursts of a batch: a
  * bounded free list keeps them out of malloc (whose bins then consolidate
@@ -87,201 +24,56 @@ static void dd_item_free(dd_pipeline_t *pl, dd_item_t *item)
  * flat. */
 #define DD_ITEM_SPARE_MAX 4096
 
-static void dd_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
+static void dd_pipeline_item_recycle(dd_pipeline_t *pl, dd_item_t *item)
 {
     if (pl->spare_cnt >= DD_ITEM_SPARE_MAX) {
-        dd_item_free(pl, item);
+        dd_item_destroy(item, pl->pool);
         return;
     }
-    dd_parse_release(pl->pool, item->json);
-    if (item->rkm)
-        rd_kafka_message_destroy(item->rkm);
-    free(item->response);
+    dd_item_reset(item, pl->pool);
     item->next = pl->spare;
     pl->spare = item;
     pl->spare_cnt++;
 }
 
-static dd_item_t *dd_item_alloc(dd_pipeline_t *pl)
+static dd_item_t *dd_pipeline_item_new(dd_pipeline_t *pl)
 {
     dd_item_t *item = pl->spare;
 
-    if (!item)
-        return calloc(1, sizeof(*item));
+    if (!item) return dd_item_new();
     pl->spare = item->next;
     pl->spare_cnt--;
-    memset(item, 0, sizeof(*item));
+    item->next = NULL; /* the rest was zeroed when it was recycled */
     return item;
 }
 
-static int dd_pipeline_latency_bucket(int64_t us)
-{
-    int o, idx;
-
-    if (us < 4)
-        return us < 0 ? 0 : (int)us;
-    o = 63 - __builtin_clzll((unsigned long long)us); /* us in [2^o, 2^(o+1)) */
-    idx = (o - 1) * 4 + (int)((us >> (o - 2)) & 3);
-    return idx < DD_LATENCY_BUCKETS ? idx : DD_LATENCY_BUCKETS - 1;
-}
-
-int64_t dd_pipeline_latency_us(const dd_stats_t *s, double q)
-{
-    uint64_t total = 0, seen = 0;
-
-    for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
-        total += s->latency_buckets[i];
-    for (int i = 0; total && i < DD_LATENCY_BUCKETS; i++) {
-        seen += s->latency_buckets[i];
-        if ((double)seen >= q * (double)total)
-            return i < 4 ? i + 1 : (int64_t)(5 + i % 4) << (i / 4 - 1);
-    }
-    return 0;
-}
-
 /* Per-message counters (messages, latencies) are kept by the main thread
- * without the lock and published in batches; call with sh.mu held. */
+ * without the lock and published in batches; call with mu held. */
 static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
 {
-    pl->sh.stats.messages = pl->messages;
-    pl->sh.stats.first_poll_ms = pl->first_poll_ms;
-    pl->sh.stats.fetch_wait_us = pl->fetch_wait_us;
-    if (!pl->lat_pending)
-        return;
+    pl->stats.messages = pl->messages;
+    pl->stats.first_poll_ms = pl->first_poll_ms;
+    pl->stats.fetch_wait_us = pl->fetch_wait_us;
+    if (!pl->lat_pending) return;
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
-        pl->sh.stats.latency_buckets[i] += pl->lat[i];
+        pl->stats.latency_buckets[i] += pl->lat[i];
     memset(pl->lat, 0, sizeof(pl->lat));
     pl->lat_pending = 0;
 }
 
 /* The item's offset may move: mark it in its partition's watermark.
  * now_us: the time it finished, read once for everything drained together. */
-static void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
+void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
 {
-    if (item->pt && item->epoch == item->pt->epoch)
-        dd_ptrack_done(item->pt, item->seq);
+    if (item->pt && item->epoch == item->pt->epoch) dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
     pl->last_finish_ms = now_us / 1000;
-    pl->lat[dd_pipeline_latency_bucket(now_us - item->t_poll_us)]++;
+    pl->lat[dd_stats_latency_bucket(now_us - item->t_poll_us)]++;
     pl->lat_pending = 1;
-    dd_item_recycle(pl, item);
-}
-
-static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
-{
-    rd_kafka_message_t *rkm = item->rkm;
-    rd_kafka_headers_t *hdrs = NULL;
-    dd_dlq_letter_t letter = {
-        .topic = rd_kafka_topic_name(rkm->rkt),
-        .partition = rkm->partition,
-        .offset = rkm->offset,
-        .key = rkm->key,
-        .key_len = rkm->key_len,
-        .payload = rkm->payload,
-        .payload_len = rkm->len,
-        .reason = dd_reason2str(item->reason),
-        .error = item->error,
-        .biz_key = item->key_len ? item->key : NULL,
-        .bare = item->dlq_bare,
-    };
-
-    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) letter.headers = hdrs;
-    if (!pl->closing && dd_dlq_send(pl->dlq, &letter, item) == DD_OK) return;
-    item->dlq_due_ms = dd_now_ms() + 1000;
-    item->next = pl->dlq_retry;
-    pl->dlq_retry = item;
-}
-
-static void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_arg)
-{
-    dd_pipeline_t *pl = cb_arg;
-    dd_item_t *item = opaque;
-
-    if (!err) {
-        pthread_mutex_lock(&pl->sh.mu);
-        pl->sh.stats.dead_letters[item->reason]++;
-        pthread_mutex_unlock(&pl->sh.mu);
-        dd_pipeline_finish(pl, item, dd_now_us());
-        return;
-    }
-    /* Not acknowledged: the offset must not move. Send it again later;
-     * at once and bare when it was refused as too large, for unchanged it
-     * would be refused forever. */
-    item->dlq_due_ms = dd_now_ms() + 1000;
-    if (dd_dlq_err_too_large(err) && !item->dlq_bare) {
-        rd_kafka_message_t *rkm = item->rkm;
-        dd_log_msg(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
-                   item->key_len ? item->key : NULL,
-                   "The broker refused the dead letter as too large; sending it again "
-                   "without key, payload or original headers.");
-        item->dlq_bare = 1;
-        item->dlq_due_ms = 0;
-    }
-    item->next = pl->dlq_retry;
-    pl->dlq_retry = item;
-}
-
-static void dd_pipeline_resend_dlq(dd_pipeline_t *pl)
-{
-    dd_item_t *list = pl->dlq_retry, *next;
-    int64_t now = dd_now_ms();
-
-    pl->dlq_retry = NULL;
-    for (; list; list = next) {
-        next = list->next;
-        if (list->dlq_due_ms <= now) {
-            dd_pipeline_send_dlq(pl, list);
-        } else {
-            list->next = pl->dlq_retry;
-            pl->dlq_retry = list;
-        }
-    }
-}
-
-/* Takes finished items from the lanes; waits up to wait_ms for some. */
-static void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
-{
-    dd_item_t *list, *next;
-    int64_t now_us;
-
-    list = dd_lane_take_done(&pl->sh, wait_ms);
-    now_us = list ? dd_now_us() : 0;
-
-    for (; list; list = next) {
-        next = list->next;
-        if (list->outcome == DD_OUT_DLQ)
-            dd_pipeline_send_dlq(pl, list);
-        else
-            dd_pipeline_finish(pl, list, now_us);
-    }
-    if (!pl->dlq)
-        return;
-    dd_dlq_poll(pl->dlq, 0);
-    if (pl->dlq_retry && !pl->closing) dd_pipeline_resend_dlq(pl);
+    dd_pipeline_item_recycle(pl, item);
 }
 
 /* ---- parsing and routing ---- */
-
-static void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t reason)
-{
-    rd_kafka_message_t *rkm = item->rkm;
-
-    item->outcome = DD_OUT_DLQ;
-    item->reason = reason;
-    dd_log_msg(DD_LOG_INFO, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
-               item->key_len ? item->key : NULL, "Dead-lettering message (%s): %s",
-               dd_reason2str(reason), item->error);
-    dd_pipeline_send_dlq(pl, item);
-}
-
-static uint32_t dd_pipeline_key_hash(const char *key, size_t len)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)key[i]) * 16777619u;
-    return h;
-}
 
 /* The same parse rules as `dedupd replay` (dd_parse.c), so replay judges a
  * message exactly as the consumer did. */
@@ -292,12 +84,13 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 
     char lane_key[DD_KEY_MAX + 1], why[8];
     size_t lane_len = 0;
-    uint32_t h;
 
     if (dd_parse_message_into(pl->pool, pl->doc, pl->conf, pl->tmpl, rkm->payload, rkm->len,
                               &item->json, item->key, &item->key_len, &reason, item->error,
-                              sizeof(item->error)) != DD_OK)
-        return dd_pipeline_reject(pl, item, reason);
+                              sizeof(item->error)) != DD_OK) {
+        dd_pipeline_reject(pl, item, reason);
+        return;
+    }
     /* Hashed here, from the document just parsed (one per thread, reused):
      * it is still in this core's cache. The lane skips hashed items; on
      * failure it parses and tries again itself, and stops the worker if
@@ -307,10 +100,9 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
      * so every copy of a key goes to the same lane. */
     if (pl->lane_tmpl &&
         dd_key_render(pl->lane_tmpl, pl->doc, lane_key, &lane_len, why, sizeof(why)) == DD_KEY_OK)
-        h = dd_pipeline_key_hash(lane_key, lane_len);
+        dd_lanes_push(pl->lanes, lane_key, lane_len, item);
     else
-        h = dd_pipeline_key_hash(item->key, item->key_len);
-    dd_lane_push(pl->lanes[h % (uint32_t)pl->nlanes], item);
+        dd_lanes_push(pl->lanes, item->key, item->key_len, item);
 }
 
 static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
@@ -329,7 +121,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
         rd_kafka_message_destroy(rkm); /* from an assignment we no longer hold */
         return;
     }
-    item = dd_item_alloc(pl);
+    item = dd_pipeline_item_new(pl);
     if (!item || (item->seq = dd_ptrack_add(pt, rkm->offset)) == UINT64_MAX) {
         dd_log(DD_LOG_ERROR, "Out of memory; message will be redelivered.");
         free(item);
@@ -342,8 +134,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->t_poll_us = dd_now_us();
     item->t_poll_ms = item->t_poll_us / 1000;
     pl->inflight++;
-    if (!pl->messages++)
-        pl->first_poll_ms = item->t_poll_ms;
+    if (!pl->messages++) pl->first_poll_ms = item->t_poll_ms;
     dd_pipeline_route(pl, item);
 }
 
@@ -356,20 +147,17 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
 
     /* Where each partition resumes: needed to know when --exit-at-end is
      * reached for partitions that bring no new messages. */
-    err = rd_kafka_committed(dd_source_rk(pl->src), committed, 10000);
-    if (err)
-        dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
+    err = dd_source_committed(pl->src, committed, 10000);
+    if (err) dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
     for (int i = 0; i < committed->cnt; i++) {
         rd_kafka_topic_partition_t *p = &committed->elems[i];
         dd_ptrack_t *pt = dd_offsets_get(pl->offs, p->topic, p->partition, 1);
         int64_t next = !err && !p->err && p->offset >= 0 ? p->offset : -1;
-        if (!pt)
-            continue;
+        if (!pt) continue;
         dd_ptrack_reset(pt, 1, next);
-        if (next >= 0)
-            pt->committed = next;
-        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.",
-               p->topic, (int)p->partition, (long long)next, (long long)pt->end_offset);
+        if (next >= 0) pt->committed = next;
+        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.", p->topic,
+               (int)p->partition, (long long)next, (long long)pt->end_offset);
     }
     rd_kafka_topic_partition_list_destroy(committed);
     pl->assignment_live = 1;
@@ -381,10 +169,9 @@ static uint64_t dd_pipeline_inflight_of(dd_pipeline_t *pl,
     uint64_t n = 0;
 
     for (int i = 0; i < parts->cnt; i++) {
-        dd_ptrack_t *pt = dd_offsets_get(pl->offs, parts->elems[i].topic,
-                                         parts->elems[i].partition, 0);
-        if (pt && pt->assigned)
-            n += dd_ptrack_inflight(pt);
+        dd_ptrack_t *pt =
+            dd_offsets_get(pl->offs, parts->elems[i].topic, parts->elems[i].partition, 0);
+        if (pt && pt->assigned) n += dd_ptrack_inflight(pt);
     }
     return n;
 }
@@ -398,16 +185,14 @@ static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition
      * offsets can be committed before someone else takes over. Waiting is
      * only an optimisation: the database would recognise the redelivered
      * messages as duplicates anyway. */
-    while (!lost && !pl->sh.fatal && !pl->sh.stop_hard && dd_now_ms() < deadline &&
-           dd_pipeline_inflight_of(pl, parts) > 0)
+    while (!lost && !dd_lanes_failed(pl->lanes, NULL, 0) && !dd_lanes_stopped(pl->lanes) &&
+           dd_now_ms() < deadline && dd_pipeline_inflight_of(pl, parts) > 0)
         dd_pipeline_drain(pl, 10);
-    if (!lost)
-        dd_source_store(pl->src);
+    if (!lost) dd_source_store(pl->src);
     for (int i = 0; i < parts->cnt; i++) {
-        dd_ptrack_t *pt = dd_offsets_get(pl->offs, parts->elems[i].topic,
-                                         parts->elems[i].partition, 0);
-        if (pt)
-            dd_ptrack_reset(pt, 0, -1); /* results still in flight are ignored */
+        dd_ptrack_t *pt =
+            dd_offsets_get(pl->offs, parts->elems[i].topic, parts->elems[i].partition, 0);
+        if (pt) dd_ptrack_reset(pt, 0, -1); /* results still in flight are ignored */
     }
     /* A rejoin follows (an assign, maybe empty): until then "every assigned
      * partition is at its end" would be true of nothing at all. */
@@ -425,17 +210,6 @@ static void dd_pipeline_rebalance(void *arg, int assign,
 
 /* ---- the loop ---- */
 
-/* A partition's high watermark as librdkafka last saw it (no broker round
- * trip), -1 unknown; its low one in *lo. */
-static int64_t dd_pipeline_high(dd_pipeline_t *pl, const dd_ptrack_t *pt, int64_t *lo)
-{
-    int64_t hi = -1;
-
-    *lo = -1;
-    rd_kafka_get_watermark_offsets(dd_source_rk(pl->src), pt->topic, pt->partition, lo, &hi);
-    return hi;
-}
-
 /* Publishes the gauges and, every few seconds, the consumer lag computed
  * from librdkafka's cached high watermarks. */
 static void dd_pipeline_publish(dd_pipeline_t *pl)
@@ -445,40 +219,36 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
 
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++)
         assigned += dd_offsets_at(pl->offs, i)->assigned ? 1 : 0;
-    pthread_mutex_lock(&pl->sh.mu);
-    pl->sh.stats.inflight = pl->inflight;
-    pl->sh.stats.assigned = (int)assigned;
-    pl->sh.stats.last_loop_ms = now;
-    pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    pthread_mutex_lock(&pl->mu);
+    pl->stats.inflight = pl->inflight;
+    pl->stats.assigned = (int)assigned;
+    pl->stats.last_loop_ms = now;
+    pl->stats.last_finish_ms = pl->last_finish_ms;
     dd_pipeline_counters_flush(pl);
-    pl->sh.stats.running = 1;
-    pthread_mutex_unlock(&pl->sh.mu);
-    if (now - pl->lag_refresh_ms < 2000)
-        return;
+    pl->stats.running = 1;
+    pthread_mutex_unlock(&pl->mu);
+    if (now - pl->lag_refresh_ms < 2000) return;
     pl->lag_refresh_ms = now;
     if (assigned > pl->lag_cap) {
         dd_lag_t *lags = realloc(pl->lags, assigned * sizeof(*lags));
-        if (!lags)
-            return;
+        if (!lags) return;
         pl->lags = lags;
         pl->lag_cap = assigned;
     }
-    pthread_mutex_lock(&pl->sh.mu);
+    pthread_mutex_lock(&pl->mu);
     for (size_t i = 0; i < dd_offsets_count(pl->offs) && n < pl->lag_cap; i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
         int64_t lo, hi;
-        if (!pt->assigned)
-            continue;
-        hi = dd_pipeline_high(pl, pt, &lo);
+        if (!pt->assigned) continue;
+        hi = dd_source_high(pl->src, pt->topic, pt->partition, &lo);
         snprintf(pl->lags[n].topic, sizeof(pl->lags[n].topic), "%s", pt->topic);
         pl->lags[n].partition = pt->partition;
         pl->lags[n].lag = hi < 0 ? -1 : pt->next >= 0 ? hi - pt->next : hi - (lo > 0 ? lo : 0);
-        if (pl->lags[n].lag < 0 && hi >= 0)
-            pl->lags[n].lag = 0;
+        if (pl->lags[n].lag < 0 && hi >= 0) pl->lags[n].lag = 0;
         n++;
     }
     pl->lag_cnt = n;
-    pthread_mutex_unlock(&pl->sh.mu);
+    pthread_mutex_unlock(&pl->mu);
 }
 
 /* 1 when an assigned partition has more on the broker than was polled from
@@ -490,7 +260,7 @@ static int dd_pipeline_behind(dd_pipeline_t *pl)
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
         int64_t lo, polled;
         if (!pt->assigned || (polled = dd_ptrack_polled_end(pt)) < 0) continue;
-        if (dd_pipeline_high(pl, pt, &lo) > polled + 1) return 1;
+        if (dd_source_high(pl->src, pt->topic, pt->partition, &lo) > polled + 1) return 1;
     }
     return 0;
 }
@@ -508,12 +278,10 @@ static void dd_pipeline_poll_empty(dd_pipeline_t *pl, int64_t since_us)
 
 static int dd_pipeline_all_at_end(dd_pipeline_t *pl)
 {
-    if (!pl->assignment_live)
-        return 0;
+    if (!pl->assignment_live) return 0;
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        if (pt->assigned && !dd_ptrack_at_end(pt))
-            return 0;
+        if (pt->assigned && !dd_ptrack_at_end(pt)) return 0;
     }
     return 1;
 }
@@ -527,8 +295,7 @@ static int dd_pipeline_all_committed(dd_pipeline_t *pl)
 {
     for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        if (pt->assigned && pt->next >= 0 && pt->committed < pt->next)
-            return 0;
+        if (pt->assigned && pt->next >= 0 && pt->committed < pt->next) return 0;
     }
     return 1;
 }
@@ -551,13 +318,11 @@ static int dd_pipeline_end_reached(dd_pipeline_t *pl, int64_t *since, int64_t *l
     }
     if (dd_pipeline_all_committed(pl)) {
         dd_log(DD_LOG_INFO, "Every assigned partition is applied and committed up to its end "
-               "offset.");
+                            "offset.");
         return 1;
     }
-    if (!*since)
-        *since = now;
-    if (now - *since > DD_PIPELINE_END_COMMIT_MS)
-        return -1;
+    if (!*since) *since = now;
+    if (now - *since > DD_PIPELINE_END_COMMIT_MS) return -1;
     if (now - *last_commit >= 500) {
         dd_source_commit_sync(pl->src, err, sizeof(err));
         *last_commit = now;
@@ -583,103 +348,41 @@ static int dd_pipeline_backpressure(dd_pipeline_t *pl)
 
     if (pl->inflight < max) {
         pl->full_since_ms = 0;
-        if (dd_source_paused(pl->src) && pl->inflight <= max / 2)
-            dd_source_pause(pl->src, 0);
+        if (dd_source_paused(pl->src) && pl->inflight <= max / 2) dd_source_pause(pl->src, 0);
         return 0;
     }
-    if (dd_source_paused(pl->src))
-        return 0;
+    if (dd_source_paused(pl->src)) return 0;
     now = dd_now_ms();
-    if (!pl->full_since_ms)
-        pl->full_since_ms = now;
-    if (now - pl->full_since_ms < DD_PIPELINE_PAUSE_AFTER_MS)
-        return 1;
-    dd_log(DD_LOG_INFO, "%lld messages in flight for %d ms: pausing consumption until half "
-           "of them are done.", (long long)pl->inflight, DD_PIPELINE_PAUSE_AFTER_MS);
+    if (!pl->full_since_ms) pl->full_since_ms = now;
+    if (now - pl->full_since_ms < DD_PIPELINE_PAUSE_AFTER_MS) return 1;
+    dd_log(DD_LOG_INFO,
+           "%lld messages in flight for %d ms: pausing consumption until half "
+           "of them are done.",
+           (long long)pl->inflight, DD_PIPELINE_PAUSE_AFTER_MS);
     dd_source_pause(pl->src, 1);
     return 0;
 }
 
-static int dd_pipeline_start(dd_pipeline_t *pl, int exit_at_end, char *errstr,
-                             size_t errstr_size)
+static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr, size_t errstr_size)
 {
     int rc;
 
     pl->offs = dd_offsets_new();
-    if (!pl->offs)
-        return DD_ERR_NOMEM;
+    if (!pl->offs) return DD_ERR_NOMEM;
     rc = dd_dlq_new(&pl->dlq, pl->conf, dd_pipeline_dlq_cb, pl, errstr, errstr_size);
     if (!rc)
         rc = dd_source_new(&pl->src, pl->conf, pl->offs, dd_pipeline_rebalance, pl, errstr,
                            errstr_size);
     for (int attempt = 0; !rc && exit_at_end; attempt++) {
         rc = dd_source_query_ends(pl->src, 10000, errstr, errstr_size);
-        if (rc != DD_ERR_RETRIABLE || attempt >= 5)
-            break;
+        if (rc != DD_ERR_RETRIABLE || attempt >= 5) break;
         dd_log(DD_LOG_WARN, "%s; trying again.", errstr);
         rc = DD_OK;
         dd_sleep_ms(1000, NULL);
     }
-    pl->lanes = calloc((size_t)pl->nlanes, sizeof(*pl->lanes));
-    if (!pl->lanes)
-        rc = rc ? rc : DD_ERR_NOMEM;
-    for (int i = 0; !rc && i < pl->nlanes; i++)
-        rc = dd_lane_start(&pl->lanes[i], &pl->sh, i, errstr, errstr_size);
-    if (!rc)
-        rc = dd_source_subscribe(pl->src, errstr, errstr_size);
+    if (!rc) rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
+    if (!rc) rc = dd_source_subscribe(pl->src, errstr, errstr_size);
     return rc;
-}
-
-/* How long the shutdown waits for the delivery reports of purged dead
- * letters (they come at once: the purge drops them locally). */
-#define DD_PIPELINE_PURGE_MS 2000
-
-/* Logs, per partition, the dead letters in list that are given up. */
-static void dd_pipeline_log_abandoned(dd_pipeline_t *pl, dd_item_t *list)
-{
-    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
-        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        int64_t n = 0, first = -1;
-        for (dd_item_t *item = list; item; item = item->next) {
-            if (item->pt != pt || item->epoch != pt->epoch) continue;
-            n++;
-            if (first < 0 || item->rkm->offset < first) first = item->rkm->offset;
-        }
-        if (n && pt->assigned)
-            dd_log(DD_LOG_WARN,
-                   "%s [%d]: %lld dead letter(s) not acknowledged, the first for "
-                   "offset %lld; the offset committed stays at %lld at most, so the messages "
-                   "from there on are consumed again after a restart.",
-                   pt->topic, (int)pt->partition, (long long)n, (long long)first,
-                   (long long)pt->next);
-    }
-}
-
-/* Shutdown, the lanes stopped: gives up on the dead letters not yet
- * acknowledged. Their offsets stay where they are, so the messages come
- * again after a restart. Every item is released here: a message still
- * held would keep the consumer's destroy waiting for it forever. */
-static void dd_pipeline_abandon_dlq(dd_pipeline_t *pl)
-{
-    dd_item_t *next;
-    int left;
-
-    pl->closing = 1;
-    dd_pipeline_drain(pl, 0); /* the lanes' last results; dead letters go to dlq_retry */
-    if (pl->dlq && (left = dd_dlq_purge(pl->dlq, DD_PIPELINE_PURGE_MS)) > 0)
-        dd_log(DD_LOG_ERROR, "%d dead letter(s) still queued after the purge.", left);
-    dd_pipeline_drain(pl, 0);
-    if (pl->dlq_retry) dd_pipeline_log_abandoned(pl, pl->dlq_retry);
-    for (; pl->dlq_retry; pl->dlq_retry = next) {
-        next = pl->dlq_retry->next;
-        pl->inflight--;
-        pl->abandoned++;
-        pl->abandoned_dlq++;
-        dd_item_free(pl, pl->dlq_retry);
-    }
-    if (pl->inflight != 0)
-        dd_log(DD_LOG_ERROR, "%lld message(s) unaccounted for at shutdown.",
-               (long long)pl->inflight);
 }
 
 /* Stops the lanes (finishing queued work unless the deadline passed) and
@@ -688,25 +391,23 @@ static void dd_pipeline_stop_lanes(dd_pipeline_t *pl, int64_t deadline)
 {
     dd_item_t *leftover = NULL, *next;
 
-    pl->sh.stop_soft = 1;
-    while (pl->dlq && pl->inflight > 0 && !pl->sh.fatal && dd_now_ms() < deadline) {
+    dd_lanes_finish(pl->lanes);
+    while (pl->dlq && pl->inflight > 0 && !dd_lanes_failed(pl->lanes, NULL, 0) &&
+           dd_now_ms() < deadline) {
         dd_pipeline_drain(pl, 10);
-        if (pl->dlq_retry || dd_dlq_flush(pl->dlq, 0) > 0)
-            dd_dlq_poll(pl->dlq, 10);
+        if (pl->dlq_retry || dd_dlq_flush(pl->dlq, 0) > 0) dd_dlq_poll(pl->dlq, 10);
     }
     if (pl->inflight > 0)
-        dd_log(DD_LOG_WARN, "Shutdown timeout: abandoning %lld unfinished message(s); they will be "
-               "redelivered.", (long long)pl->inflight);
-    pl->sh.stop_hard = 1;
-    for (int i = 0; pl->lanes && i < pl->nlanes; i++) {
-        dd_lane_join(pl->lanes[i], &leftover);
-        pl->lanes[i] = NULL;
-    }
+        dd_log(DD_LOG_WARN,
+               "Shutdown timeout: abandoning %lld unfinished message(s); they will be "
+               "redelivered.",
+               (long long)pl->inflight);
+    dd_lanes_stop(pl->lanes, &leftover);
     for (; leftover; leftover = next) {
         next = leftover->next;
         pl->inflight--;
         pl->abandoned++;
-        dd_item_free(pl, leftover);
+        dd_item_destroy(leftover, pl->pool);
     }
     dd_pipeline_abandon_dlq(pl);
 }
@@ -725,12 +426,10 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
         int64_t left = exit_at_end ? DD_SOURCE_COMMIT_MS : deadline - dd_now_ms();
         if (left <= 0) break;
         rc = dd_source_commit_wait(pl->src, (int)left, errstr, errstr_size);
-        if (!rc)
-            break;
+        if (!rc) break;
         dd_pipeline_drain(pl, 0);
-        rd_kafka_message_t *rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), 500);
-        if (rkm)
-            rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
+        rd_kafka_message_t *rkm = dd_source_poll(pl->src, 500);
+        if (rkm) rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
     }
     return rc;
 }
@@ -738,14 +437,14 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
 /* Most messages taken from the consumer per turn of the main loop. */
 #define DD_PIPELINE_POLL_BURST 64
 
-int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char *errstr,
+int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, char *errstr,
                     size_t errstr_size)
 {
-    int rc = dd_pipeline_start(pl, exit_at_end, errstr, errstr_size);
+    int rc = dd_pipeline_prepare(pl, exit_at_end, errstr, errstr_size);
     int64_t last_progress_log = dd_now_ms(), last_commit = 0, end_since = 0;
     int end;
 
-    while (!rc && !pl->sh.fatal && !*stop) {
+    while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop)) {
         rd_kafka_message_t *rkm;
         int64_t poll_us;
 
@@ -754,7 +453,8 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
         dd_pipeline_publish(pl);
         if (exit_at_end && (end = dd_pipeline_end_reached(pl, &end_since, &last_commit)) != 0) {
             if (end < 0) {
-                dd_errstr_set(errstr, errstr_size, "--exit-at-end: every assigned partition is "
+                dd_errstr_set(errstr, errstr_size,
+                              "--exit-at-end: every assigned partition is "
                               "applied, but the offsets could not be committed for %d s",
                               DD_PIPELINE_END_COMMIT_MS / 1000);
                 rc = DD_ERR_RETRIABLE;
@@ -766,44 +466,41 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, volatile int *stop, char
             continue;
         }
         poll_us = dd_now_us();
-        rkm = rd_kafka_consumer_poll(dd_source_rk(pl->src), pl->inflight > 0 ? 2 : 100);
+        rkm = dd_source_poll(pl->src, pl->inflight > 0 ? 2 : 100);
         if (!rkm) dd_pipeline_poll_empty(pl, poll_us);
         /* Take a burst of already fetched messages per turn: the bookkeeping
          * above walks every partition and need not run for each message. */
         for (int burst = 1; rkm; burst++) {
             dd_pipeline_message(pl, rkm);
             rkm = burst < DD_PIPELINE_POLL_BURST && pl->inflight < pl->conf->batch.max_inflight
-                      ? rd_kafka_consumer_poll(dd_source_rk(pl->src), 0)
+                      ? dd_source_poll(pl->src, 0)
                       : NULL;
         }
         if (dd_now_ms() - last_progress_log > 10000) {
             dd_stats_t s;
             dd_pipeline_stats(pl, &s);
-            dd_log(DD_LOG_INFO, "Progress: %llu messages, %llu applied, %llu duplicates, "
-                   "%lld in flight.", (unsigned long long)s.messages,
-                   (unsigned long long)s.applied, (unsigned long long)s.duplicates,
-                   (long long)pl->inflight);
+            dd_log(DD_LOG_INFO,
+                   "Progress: %llu messages, %llu applied, %llu duplicates, "
+                   "%lld in flight.",
+                   (unsigned long long)s.messages, (unsigned long long)s.applied,
+                   (unsigned long long)s.duplicates, (long long)pl->inflight);
             last_progress_log = dd_now_ms();
         }
     }
-    if (pl->lanes)
+    if (!dd_lanes_stopped(pl->lanes))
         dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
-    pthread_mutex_lock(&pl->sh.mu);
-    pl->sh.stats.running = 0;
-    pl->sh.stats.last_finish_ms = pl->last_finish_ms;
+    pthread_mutex_lock(&pl->mu);
+    pl->stats.running = 0;
+    pl->stats.last_finish_ms = pl->last_finish_ms;
     dd_pipeline_counters_flush(pl);
-    pl->sh.stats.inflight = pl->inflight;
-    pl->sh.stats.abandoned = pl->abandoned;
-    pl->sh.stats.abandoned_dlq = pl->abandoned_dlq;
-    pthread_mutex_unlock(&pl->sh.mu);
-    if (pl->sh.fatal) {
-        dd_errstr_set(errstr, errstr_size, "%s", pl->sh.fatal_err);
-        rc = DD_ERR_FATAL;
-    }
+    pl->stats.inflight = pl->inflight;
+    pl->stats.abandoned = pl->abandoned;
+    pl->stats.abandoned_dlq = pl->abandoned_dlq;
+    pthread_mutex_unlock(&pl->mu);
+    if (dd_lanes_failed(pl->lanes, errstr, errstr_size)) rc = DD_ERR_FATAL;
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);
-        if (crc && exit_at_end)
-            rc = crc;
+        if (crc && exit_at_end) rc = crc;
     }
     return rc;
 }
@@ -814,7 +511,6 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
                     size_t errstr_size)
 {
     dd_pipeline_t *pl = calloc(1, sizeof(*pl));
-    char host[64] = "localhost";
     int rc;
 
     *plp = NULL;
@@ -823,52 +519,43 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
         return DD_ERR_NOMEM;
     }
     pl->conf = conf;
-    pl->nlanes = conf->workers > 0 ? conf->workers : 1;
-    pthread_mutex_init(&pl->sh.mu, NULL);
-    pthread_cond_init(&pl->sh.cv, NULL);
-    pl->sh.conf = conf;
-    pl->sh.h = h;
-    dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
-    gethostname(host, sizeof(host) - 1);
-    snprintf(pl->owner, sizeof(pl->owner), "%s:%d", host, (int)getpid());
-    dd_claim_opts_init(&pl->sh.copts, conf, pl->owner);
-    rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
+    pthread_mutex_init(&pl->mu, NULL);
+    rc = dd_lanes_new(&pl->lanes, conf, h, conf->workers, NULL, errstr, errstr_size);
+    if (!rc) rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
     if (!rc && conf->dedup.lane_key)
         rc = dd_key_tmpl_new(&pl->lane_tmpl, conf->dedup.lane_key, errstr, errstr_size);
     if (!rc)
         rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
                               errstr_size);
-    if (!rc)
-        rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
+    if (!rc) rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
     if (!rc && !(pl->doc = dd_json_doc_new())) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
     }
     if (rc) {
         dd_pipeline_destroy(pl);
-        return DD_ERR_CONFIG;
+        return rc;
     }
-    pl->sh.hspec = pl->hspec;
     *plp = pl;
     return DD_OK;
 }
 
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
 {
-    pthread_mutex_lock(&pl->sh.mu);
-    *out = pl->sh.stats;
-    pthread_mutex_unlock(&pl->sh.mu);
+    pthread_mutex_lock(&pl->mu);
+    *out = pl->stats;
+    pthread_mutex_unlock(&pl->mu);
+    dd_lanes_stats(pl->lanes, out);
 }
 
 size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max)
 {
     size_t n;
 
-    pthread_mutex_lock(&pl->sh.mu);
+    pthread_mutex_lock(&pl->mu);
     n = pl->lag_cnt;
-    if (n && max)
-        memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
-    pthread_mutex_unlock(&pl->sh.mu);
+    if (n && max) memcpy(out, pl->lags, (n < max ? n : max) * sizeof(*out));
+    pthread_mutex_unlock(&pl->mu);
     return n;
 }
 
@@ -876,13 +563,8 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
 {
     dd_item_t *next;
 
-    if (!pl)
-        return;
-    if (pl->lanes) {
-        pl->sh.stop_hard = 1;
-        dd_pipeline_stop_lanes(pl, 0);
-        free(pl->lanes);
-    }
+    if (!pl) return;
+    if (pl->lanes && !dd_lanes_stopped(pl->lanes)) dd_pipeline_stop_lanes(pl, 0);
     /* Every message was released (dd_pipeline_abandon_dlq): the consumer's
      * destroy waits for none. */
     dd_source_destroy(pl->src); /* leaves the group; revoke finds nothing in flight */
@@ -891,6 +573,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
         next = pl->spare->next;
         free(pl->spare);
     }
+    dd_lanes_destroy(pl->lanes); /* before the pool: its items release into it */
     dd_offsets_destroy(pl->offs);
     free(pl->lags);
     dd_key_tmpl_destroy(pl->tmpl);
@@ -898,7 +581,6 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     dd_hash_spec_destroy(pl->hspec);
     dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
     dd_json_doc_destroy(pl->doc);
-    pthread_mutex_destroy(&pl->sh.mu);
-    pthread_cond_destroy(&pl->sh.cv);
+    pthread_mutex_destroy(&pl->mu);
     free(pl);
 }

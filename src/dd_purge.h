@@ -2,8 +2,7 @@
  * Retention of the dedup table: expired rows (expire_at in the past) are
  * deleted in small transactions with pauses, never rows in state 0
  * (processing). A background thread does it every purge.interval inside
- * `dedupd run`; `dedupd purge` runs one pass; `dedupd stats` shows the table
- * at a glance.
+ * `dedupd run`; `dedupd purge` runs one pass (dd_cmd_purge).
  */
 #ifndef DD_PURGE_H
 #define DD_PURGE_H
@@ -15,19 +14,15 @@
 
 typedef struct dd_purge_s dd_purge_t;
 
-/* Background purge for `dedupd run`; does nothing when purge.interval is 0.
- * Opens its own database connection. */
-int dd_purge_start(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size);
-void dd_purge_stop(dd_purge_t *purge); /* safe with NULL */
-
-/* The idempotency window in seconds implied by the configuration (how long
- * a message may be redelivered after it was first seen); `dedupd run` and
- * `dedupd check` warn about a dedup.ttl shorter than twice this. */
-int64_t dd_purge_window_s(const dd_conf_t *conf);
-
-/* `dedupd purge -c FILE` and `dedupd stats -c FILE`; argv[0] is the
- * command name. Return the exit code. */
-int dd_purge_main(int argc, char **argv);
-int dd_stats_main(int argc, char **argv);
+/* The background purge of `dedupd run` (conf must outlive it). Its thread
+ * opens its own database connection when it first runs. */
+int dd_purge_new(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_t errstr_size);
+/* Starts the thread; with purge.interval 0 it logs that the purge is off
+ * and starts nothing. */
+int dd_purge_start(dd_purge_t *purge, char *errstr, size_t errstr_size);
+/* Ends a pass under way after its current statement and joins the thread. */
+void dd_purge_stop(dd_purge_t *purge);
+/* Stops it if needed and frees it; NULL is fine. */
+void dd_purge_destroy(dd_purge_t *purge);
 
 #endif /* DD_PURGE_H */

@@ -3,16 +3,13 @@
  * commits) and compares each message's business key and request hash with
  * the dedup table, to reconcile the database against the topic; with
  * --apply, runs missing keys through the normal claim + handler transaction.
+ * The command is dd_cmd_replay (dd_cmd.h).
  */
 #ifndef DD_REPLAY_H
 #define DD_REPLAY_H
 
 #include <stdint.h>
 #include <stddef.h>
-
-/* argv[0] is "replay". Returns the exit code: 0 the report was written
- * (whatever it says), 1 error or interrupted, 2 usage. */
-int dd_replay_main(int argc, char **argv);
 
 /* ---- argument parsing, exposed for tests/unit/test_replay.c ---- */
 

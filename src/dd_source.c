@@ -26,18 +26,16 @@ static void dd_source_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
     dd_source_t *src = opaque;
 
-    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
-        return; /* nothing was stored since the last commit */
-    if (err)
-        dd_log(DD_LOG_WARN, "Offset commit failed: %s", rd_kafka_err2str(err));
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return; /* nothing was stored since the last commit */
+    if (err) dd_log(DD_LOG_WARN, "Offset commit failed: %s", rd_kafka_err2str(err));
     for (int i = 0; offsets && i < offsets->cnt; i++) {
         rd_kafka_topic_partition_t *p = &offsets->elems[i];
         dd_ptrack_t *pt = dd_offsets_get(src->offs, p->topic, p->partition, 0);
         if (!p->err && pt && p->offset >= 0 && p->offset > pt->committed)
             pt->committed = p->offset;
         else if (p->err)
-            dd_log(DD_LOG_WARN, "Offset commit for %s [%d] failed: %s", p->topic,
-                   (int)p->partition, rd_kafka_err2str(p->err));
+            dd_log(DD_LOG_WARN, "Offset commit for %s [%d] failed: %s", p->topic, (int)p->partition,
+                   rd_kafka_err2str(p->err));
     }
 }
 
@@ -56,8 +54,7 @@ static void dd_source_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             error = rd_kafka_incremental_assign(rk, parts);
         else
             rerr = rd_kafka_assign(rk, parts);
-        if (src->paused)
-            rd_kafka_pause_partitions(rk, parts);
+        if (src->paused) rd_kafka_pause_partitions(rk, parts);
     } else {
         int lost = rd_kafka_assignment_lost(rk);
         dd_log(DD_LOG_INFO, "Revoking %d partition(s)%s.", parts->cnt,
@@ -97,12 +94,10 @@ static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *e
      * stops fetching once it holds queued.max.messages.kbytes or
      * queued.min.messages, and looks again only on its broker thread's
      * one-second tick. A queue that drains sooner leaves the pipeline idle
-     * until then: at 16 MB (~65,000 bench messages) a duplicate replay
-     * waited a quarter of its time, and a first pass found it empty at the
-     * tick. queued.min.messages stays at librdkafka's 100,000, which binds
-     * first for small messages (at 20,000 a replay ran at half speed).
-     * User properties come next; the ones that carry our guarantees come
-     * last. */
+     * until then (BENCHMARKS.md shows what that costs a replay).
+     * queued.min.messages stays at librdkafka's 100,000, which binds first
+     * for small messages. User properties come next; the ones that carry our
+     * guarantees come last. */
     static const char *const defaults[][2] = {{"auto.offset.reset", "earliest"},
                                               {"queued.max.messages.kbytes", "65536"}};
     int rc = 0;
@@ -110,10 +105,8 @@ static int dd_source_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, char *e
     for (size_t i = 0; !rc && i < DD_ARRAY_LEN(defaults); i++)
         rc = dd_conf_kafka_set(kconf, defaults[i][0], defaults[i][1], errstr, errstr_size);
 
-    if (!rc)
-        rc = dd_conf_kafka_apply(conf, kconf, NULL, errstr, errstr_size);
-    if (!rc)
-        rc = dd_conf_kafka_set(kconf, "group.id", conf->kafka.group, errstr, errstr_size);
+    if (!rc) rc = dd_conf_kafka_apply(conf, kconf, NULL, errstr, errstr_size);
+    if (!rc) rc = dd_conf_kafka_set(kconf, "group.id", conf->kafka.group, errstr, errstr_size);
     for (size_t i = 0; !rc && i < DD_ARRAY_LEN(fixed); i++)
         rc = dd_conf_kafka_set(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
     return rc;
@@ -164,6 +157,26 @@ rd_kafka_t *dd_source_rk(dd_source_t *src)
     return src->rk;
 }
 
+rd_kafka_message_t *dd_source_poll(dd_source_t *src, int timeout_ms)
+{
+    return rd_kafka_consumer_poll(src->rk, timeout_ms);
+}
+
+rd_kafka_resp_err_t dd_source_committed(dd_source_t *src, rd_kafka_topic_partition_list_t *parts,
+                                        int timeout_ms)
+{
+    return rd_kafka_committed(src->rk, parts, timeout_ms);
+}
+
+int64_t dd_source_high(dd_source_t *src, const char *topic, int32_t partition, int64_t *lo)
+{
+    int64_t hi = -1;
+
+    *lo = -1;
+    rd_kafka_get_watermark_offsets(src->rk, topic, partition, lo, &hi);
+    return hi;
+}
+
 int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size)
 {
     rd_kafka_topic_partition_list_t *topics =
@@ -182,8 +195,8 @@ int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size)
     return DD_OK;
 }
 
-static int dd_source_topic_ends(dd_source_t *src, const char *topic, int timeout_ms,
-                                char *errstr, size_t errstr_size)
+static int dd_source_topic_ends(dd_source_t *src, const char *topic, int timeout_ms, char *errstr,
+                                size_t errstr_size)
 {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(src->rk, topic, NULL);
@@ -212,8 +225,7 @@ static int dd_source_topic_ends(dd_source_t *src, const char *topic, int timeout
         pt->end_offset = high;
     }
 out:
-    if (md)
-        rd_kafka_metadata_destroy(md);
+    if (md) rd_kafka_metadata_destroy(md);
     rd_kafka_topic_destroy(rkt);
     return rc;
 }
@@ -221,10 +233,9 @@ out:
 int dd_source_query_ends(dd_source_t *src, int timeout_ms, char *errstr, size_t errstr_size)
 {
     for (int i = 0; i < src->conf->kafka.topic_cnt; i++) {
-        int rc = dd_source_topic_ends(src, src->conf->kafka.topics[i], timeout_ms, errstr,
-                                      errstr_size);
-        if (rc)
-            return rc;
+        int rc =
+            dd_source_topic_ends(src, src->conf->kafka.topics[i], timeout_ms, errstr, errstr_size);
+        if (rc) return rc;
     }
     return DD_OK;
 }
@@ -236,14 +247,11 @@ void dd_source_store(dd_source_t *src)
 
     for (size_t i = 0; i < dd_offsets_count(src->offs); i++) {
         dd_ptrack_t *pt = dd_offsets_at(src->offs, i);
-        if (!pt->assigned || pt->next < 0 || pt->next <= pt->stored)
-            continue;
-        if (!list)
-            list = rd_kafka_topic_partition_list_new(8);
+        if (!pt->assigned || pt->next < 0 || pt->next <= pt->stored) continue;
+        if (!list) list = rd_kafka_topic_partition_list_new(8);
         rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = pt->next;
     }
-    if (!list)
-        return;
+    if (!list) return;
     err = rd_kafka_offsets_store(src->rk, list);
     for (int i = 0; i < list->cnt; i++) {
         rd_kafka_topic_partition_t *p = &list->elems[i];
@@ -252,8 +260,7 @@ void dd_source_store(dd_source_t *src)
             /* ERR__STATE: no longer assigned. Never retried for that partition. */
             dd_log(DD_LOG_INFO, "Offset %lld not stored for %s [%d]: %s", (long long)p->offset,
                    p->topic, (int)p->partition, rd_kafka_err2str(p->err));
-            if (pt)
-                pt->stored = pt->next; /* do not retry this value */
+            if (pt) pt->stored = pt->next; /* do not retry this value */
         } else if (pt) {
             pt->stored = p->offset;
         }
@@ -296,8 +303,7 @@ void dd_source_pause(dd_source_t *src, int pause)
 {
     rd_kafka_topic_partition_list_t *parts = NULL;
 
-    if (src->paused == pause)
-        return;
+    if (src->paused == pause) return;
     if (rd_kafka_assignment(src->rk, &parts) == 0 && parts) {
         if (pause)
             rd_kafka_pause_partitions(src->rk, parts);
@@ -317,7 +323,7 @@ int dd_source_paused(const dd_source_t *src)
  * through a queue of our own lets the wait end. Consuming from it serves the
  * revoke callback; anything else it returns is dropped. Returns 1 once
  * closed. */
-static int dd_source_close(dd_source_t *src, int timeout_ms)
+static int dd_source_leave(dd_source_t *src, int timeout_ms)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_new(src->rk);
     rd_kafka_error_t *error = rd_kafka_consumer_close_queue(src->rk, q);
@@ -339,10 +345,9 @@ static int dd_source_close(dd_source_t *src, int timeout_ms)
 
 void dd_source_destroy(dd_source_t *src)
 {
-    if (!src)
-        return;
+    if (!src) return;
     if (src->rk) {
-        if (dd_source_close(src, DD_SOURCE_CLOSE_MS)) {
+        if (dd_source_leave(src, DD_SOURCE_CLOSE_MS)) {
             rd_kafka_destroy(src->rk);
         } else {
             dd_log(DD_LOG_WARN,

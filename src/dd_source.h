@@ -8,6 +8,7 @@
 #define DD_SOURCE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -27,8 +28,24 @@ typedef void(dd_source_rebalance_cb_t)(void *arg, int assign,
  * results. */
 int dd_source_new(dd_source_t **srcp, const dd_conf_t *conf, dd_offsets_t *offs,
                   dd_source_rebalance_cb_t *cb, void *cb_arg, char *errstr, size_t errstr_size);
+/* The consumer handle, for tests that inspect its configuration. */
 rd_kafka_t *dd_source_rk(dd_source_t *src);
 int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size);
+
+/* The next message or consumer event (rkm->err set), waiting up to
+ * timeout_ms; NULL when none came. Rebalances are served inside (see
+ * dd_source_rebalance_cb_t). The caller destroys the message. */
+rd_kafka_message_t *dd_source_poll(dd_source_t *src, int timeout_ms);
+
+/* Fills the committed offsets of parts (the group's, from the broker,
+ * waiting up to timeout_ms). Returns librdkafka's error; each element may
+ * carry its own. */
+rd_kafka_resp_err_t dd_source_committed(dd_source_t *src, rd_kafka_topic_partition_list_t *parts,
+                                        int timeout_ms);
+
+/* A partition's high watermark as librdkafka last saw it (no broker round
+ * trip), -1 unknown; its low one in *lo. */
+int64_t dd_source_high(dd_source_t *src, const char *topic, int32_t partition, int64_t *lo);
 
 /* Creates a tracker for every partition of the configured topics with the
  * low/high watermarks taken now (for --exit-at-end). */

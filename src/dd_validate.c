@@ -7,12 +7,17 @@
 #include "dd_validate.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 
 #include "dd_common.h"
 #include "dd_hash.h"
 #include "dd_key.h"
-#include "dd_purge.h"
+
+/* With retry.max_attempts = 0 (unlimited) the retry part of the window
+ * assumes this many attempts. */
+#define DD_VALIDATE_UNLIMITED_ATTEMPTS 100
 
 typedef struct {
     dd_validate_report_fn *report;
@@ -74,12 +79,66 @@ static void dd_validate_keys(dd_validate_ctx_t *v, const dd_conf_t *conf)
     dd_hash_spec_destroy(spec);
 }
 
+/* An integer librdkafka property from kafka.properties (last one wins), or
+ * def when it is not set. */
+static int64_t dd_validate_kprop(const dd_conf_t *conf, const char *name, int64_t def)
+{
+    size_t nlen = strlen(name);
+    int64_t v = def;
+
+    for (int i = 0; i < conf->kafka.property_cnt; i++) {
+        const char *p = conf->kafka.properties[i];
+        char *end;
+        long long n;
+        if (strncmp(p, name, nlen) != 0 || p[nlen] != '=') continue;
+        n = strtoll(p + nlen + 1, &end, 10);
+        if (end != p + nlen + 1 && *end == '\0' && n >= 0) v = n;
+    }
+    return v;
+}
+
+/* Total backoff of a message that keeps answering RETRY: the lane's
+ * exponential backoff, capped at retry.backoff_max, over max_attempts. */
+static int64_t dd_validate_retry_ms(const dd_conf_t *conf)
+{
+    int attempts =
+        conf->retry.max_attempts ? conf->retry.max_attempts : DD_VALIDATE_UNLIMITED_ATTEMPTS;
+    int64_t ms = conf->retry.backoff_initial_ms, total = 0;
+
+    for (int i = 0; i < attempts; i++) {
+        if (ms >= conf->retry.backoff_max_ms)
+            return total + (int64_t)(attempts - i) * conf->retry.backoff_max_ms;
+        total += ms;
+        ms *= 2;
+    }
+    return total;
+}
+
+/* How long after a row is committed its message may still be delivered
+ * again. The offset of an applied message is committed only when every
+ * earlier message of its partition has finished, so it can wait behind a
+ * message that keeps retrying (the retry budget); the commit runs on a timer
+ * (auto.commit.interval.ms); and after a crash or a stall another member
+ * takes the partition over only after session.timeout.ms or
+ * max.poll.interval.ms, and a clean shutdown may take shutdown_timeout. The
+ * sum is the window. Database outages are not bounded here: nothing commits
+ * while the database is down. */
+int64_t dd_validate_window_s(const dd_conf_t *conf)
+{
+    int64_t ms = dd_validate_kprop(conf, "max.poll.interval.ms", 300000) +
+                 dd_validate_kprop(conf, "session.timeout.ms", 45000) +
+                 dd_validate_kprop(conf, "auto.commit.interval.ms", 5000) +
+                 conf->shutdown_timeout_ms + dd_validate_retry_ms(conf);
+
+    return (ms + 999) / 1000;
+}
+
 /* A ttl shorter than the redelivery window lets a late copy apply again.
  * The schema allows it (tests and short-lived topics use short ttls), so it
  * is a warning. */
 static void dd_validate_ttl(dd_validate_ctx_t *v, const dd_conf_t *conf)
 {
-    long long ttl = (long long)conf->dedup.ttl_s, window = (long long)dd_purge_window_s(conf);
+    long long ttl = (long long)conf->dedup.ttl_s, window = (long long)dd_validate_window_s(conf);
 
     if (ttl >= 2 * window)
         dd_validate_note(v, DD_VALIDATE_OK, "ttl", 0,

@@ -10,6 +10,7 @@
 #define DD_VALIDATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dd_conf.h"
 #include "dd_handler.h"
@@ -28,5 +29,10 @@ typedef void(dd_validate_report_fn)(void *opaque, dd_validate_level_t level, con
  * text. */
 int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hp, dd_validate_report_fn *report,
                      void *opaque, char *errstr, size_t errstr_size);
+
+/* The idempotency window in seconds implied by the configuration: how long
+ * a message may be redelivered after it was first seen. dedup.ttl should
+ * be at least twice this (run and check warn otherwise). */
+int64_t dd_validate_window_s(const dd_conf_t *conf);
 
 #endif /* DD_VALIDATE_H */

@@ -96,8 +96,9 @@ typedef struct dedupd_result {
 typedef struct dedupd_handler {
     int abi_version; /* DEDUPD_HANDLER_ABI_VERSION */
     const char *name;
-    int (*init)(void **state, const config_setting_t *conf, char *err, size_t errlen); /* optional */
-    int (*migrate)(void *state, MYSQL *db, char *err, size_t errlen);                  /* optional */
+    int (*init)(void **state, const config_setting_t *conf, char *err,
+                size_t errlen);                                       /* optional */
+    int (*migrate)(void *state, MYSQL *db, char *err, size_t errlen); /* optional */
     dedupd_status (*handle)(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res);
     void (*fini)(void *state); /* optional */
     /* ---- abi_version >= 2 ---- */

@@ -138,29 +138,6 @@ def listen_port(listen):
     return host.strip("[]"), int(port)
 
 
-# ---- --help-config ----
-
-def help_config(text):
-    """Settings from `dedupd --help-config`: path -> dict(type, allowed,
-    default, env, desc)."""
-    out, cur = {}, None
-    head = re.compile(r"^(\S+)  \((.*)\)$")
-    for line in text.splitlines():
-        m = head.match(line)
-        if m:
-            path, spec = m.groups()
-            if spec == "group":
-                cur = out[path] = {"type": "group", "allowed": "", "default": "", "env": ""}
-                continue
-            typ_allowed, _, dflt = spec.rpartition("; ")
-            typ, _, allowed = typ_allowed.partition(", ")
-            dflt = dflt[len("default "):] if dflt.startswith("default ") else dflt
-            cur = out[path] = {"type": typ, "allowed": allowed, "default": dflt, "env": ""}
-        elif cur is not None and line.startswith("    Environment: "):
-            cur["env"] = line.split(": ", 1)[1].strip()
-    return out
-
-
 # ---- Dockerfile ----
 
 def dockerfile_parse(path):
@@ -491,34 +468,20 @@ def rendered_entries(text):
 
 
 def cmd_manconf(a):
-    settings = help_config(open(a.help_config).read())
-    text = open(a.rendered).read()
-    entries = rendered_entries(text)
-    headings = {l.strip() for l in text.splitlines() if l.startswith("   ") and not l.startswith("    ")}
-    missing = []
-    for path, s in settings.items():
-        if s["type"] == "group" and "." not in path:
-            if path not in headings:
-                missing.append("%s (a section heading)" % path)
-            continue
-        body = entries.get(path)
-        if body is None:
-            missing.append(path)
-            continue
-        want = [s["type"]]
-        want.append("required" if s["default"] == "required" else
-                    "unset by default" if s["default"] == "unset" else
-                    "default " + s["default"] if s["type"] != "group" else "")
-        want.append(s["allowed"].lower())
-        want.append(("environment " + s["env"]).lower() if s["env"] else "no environment override")
-        lead = body.strip()
-        lead = lead[:lead.find(". ") + 1] if ". " in lead else lead
-        bad = [w for w in want if w and w.lower() not in lead.lower()]
-        if bad:
-            missing.append("%s (its first line %r lacks %s)" % (path, lead, bad))
-    check(not missing, "%s: all %d settings with type, default, bounds and environment "
-          "as in --help-config" % (a.name, len(settings)),
-          "%s disagrees with dedupd --help-config: %s" % (a.name, "; ".join(missing)))
+    """The SETTINGS section of dedupd.conf(5), between its GENERATED markers,
+    is exactly what `dedupd --help-config=man` renders from the schema."""
+    page = open(a.page).read()
+    want = open(a.generated).read()
+    begin = page.find('.\\" BEGIN GENERATED')
+    end = page.find('.\\" END GENERATED')
+    if begin < 0 or end < begin:
+        check(False, "", "%s has no GENERATED block" % a.name)
+        return
+    block = page[page.index("\n", page.index("\n", begin) + 1) + 1:end]
+    check(block == want, "%s: the SETTINGS section is --help-config=man's (%d settings)"
+          % (a.name, want.count("\n.TP\n")),
+          "%s: the SETTINGS section differs from dedupd --help-config=man; regenerate it"
+          % a.name)
 
 
 def cmd_manhelp(a):
@@ -627,8 +590,8 @@ def main():
         s.add_argument(o, required=True)
     s.add_argument("--margin", type=int, default=10)
     s = sub.add_parser("manconf")
-    s.add_argument("rendered")
-    s.add_argument("help_config")
+    s.add_argument("page")
+    s.add_argument("generated")
     s.add_argument("--name", required=True)
     s = sub.add_parser("manhelp")
     s.add_argument("rendered")

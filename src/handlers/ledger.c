@@ -1034,7 +1034,9 @@ static int ledger_take_ids(MYSQL_STMT *stmt, ledger_item *const *rows, size_t n)
     unsigned long key_len = 0;
     MYSQL_BIND out[2] = {
         {.buffer_type = MYSQL_TYPE_LONGLONG, .buffer = &id, .is_unsigned = 1},
-        {.buffer_type = MYSQL_TYPE_STRING, .buffer = key, .buffer_length = sizeof(key),
+        {.buffer_type = MYSQL_TYPE_STRING,
+         .buffer = key,
+         .buffer_length = sizeof(key),
          .length = &key_len},
     };
     size_t i = 0;

@@ -11,8 +11,8 @@
  *
  * Build and run (from the source root):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
- *     tests/fuzz/fuzz_conf.c src/dd_conf.c src/dd_log.c src/dd_common.c \
- *     $(pkg-config --cflags --libs libconfig rdkafka libcjson) -o /tmp/fuzz_conf
+ *     tests/fuzz/fuzz_conf.c src/dd_conf*.c src/dd_log.c src/dd_common.c src/dd_utf8.c \
+ *     src/dd_text.c $(pkg-config --cflags --libs libconfig rdkafka libcjson) -o /tmp/fuzz_conf
  *   cp -r tests/fuzz/corpus/conf /tmp/fuzz_conf_corpus
  *   /tmp/fuzz_conf -max_total_time=60 /tmp/fuzz_conf_corpus
  */

@@ -17,7 +17,7 @@
  *
  * Built by scripts/fuzz; by hand:
  * clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
- *   tests/fuzz/fuzz_key.c src/dd_utf8.c src/dd_json.c src/dd_canon.c src/dd_jpath.c \
+ *   tests/fuzz/fuzz_key.c src/dd_utf8.c src/dd_text.c src/dd_json.c src/dd_canon.c src/dd_jpath.c \
  *   src/dd_key.c src/dd_hash.c src/dd_common.c \
  *   $(pkg-config --cflags --libs libcjson libcrypto) -lpthread -lm -o /tmp/fuzz_key
  */

@@ -15,8 +15,7 @@ typedef struct th_v1_desc {
     void (*fini)(void *);
 } th_v1_desc;
 
-static dedupd_status th_v1_handle(void *state, MYSQL *db, const dedupd_msg *msg,
-                                  dedupd_result *res)
+static dedupd_status th_v1_handle(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res)
 {
     (void)state, (void)db, (void)msg, (void)res;
     return DEDUPD_OK;

@@ -731,6 +731,31 @@ START_TEST(test_config_md_matches_table)
 }
 END_TEST
 
+/* man/dedupd.conf.5 carries the SETTINGS section generated from the schema
+ * table, between its GENERATED markers. */
+START_TEST(test_conf_man_matches_table)
+{
+    char path[PATH_MAX], *page, *ref = NULL, *begin, *end;
+    size_t len = 0;
+    FILE *mem;
+
+    snprintf(path, sizeof(path), "%s/man/dedupd.conf.5", src_dir());
+    page = read_all(path);
+    ck_assert_ptr_nonnull(mem = open_memstream(&ref, &len));
+    dd_conf_print_reference_man(mem);
+    fclose(mem);
+    begin = strstr(page, ".\\\" BEGIN GENERATED");
+    end = begin ? strstr(begin, ".\\\" END GENERATED") : NULL;
+    ck_assert_msg(begin && end, "man/dedupd.conf.5 has no GENERATED block");
+    begin = strchr(strchr(begin, '\n') + 1, '\n') + 1; /* the marker takes two lines */
+    ck_assert_msg((size_t)(end - begin) == len && memcmp(begin, ref, len) == 0,
+                  "man/dedupd.conf.5 is out of date; replace its GENERATED block with the "
+                  "output of dedupd --help-config=man");
+    free(ref);
+    free(page);
+}
+END_TEST
+
 /* Every setting is in the reference; overridable ones with their variable. */
 START_TEST(test_reference)
 {
@@ -837,6 +862,7 @@ static Suite *conf_suite(void)
     tcase_add_test(misc_tc, test_example_config);
     tcase_add_test(misc_tc, test_config_md_matches_table);
     tcase_add_test(misc_tc, test_reference);
+    tcase_add_test(misc_tc, test_conf_man_matches_table);
     suite_add_tcase(s, misc_tc);
     return s;
 }

@@ -161,8 +161,8 @@ START_TEST(test_abi_v1_loads)
 END_TEST
 
 /* n messages {"th": actions[i]} through dd_handler_handle_batch. */
-static dedupd_status batch_actions(dd_handler_t *h, MYSQL *db, const char *const *actions,
-                                   size_t n, dedupd_result *res, int *broken)
+static dedupd_status batch_actions(dd_handler_t *h, MYSQL *db, const char *const *actions, size_t n,
+                                   dedupd_result *res, int *broken)
 {
     dedupd_msg msgs[8];
     const dedupd_msg *msgv[8];
@@ -173,8 +173,7 @@ static dedupd_status batch_actions(dd_handler_t *h, MYSQL *db, const char *const
     for (size_t i = 0; i < n; i++) {
         json[i] = cJSON_CreateObject();
         cJSON_AddStringToObject(json[i], "th", actions[i]);
-        msgs[i] = (dedupd_msg){.topic = "t", .offset = (int64_t)i, .json = json[i],
-                               .biz_key = "k"};
+        msgs[i] = (dedupd_msg){.topic = "t", .offset = (int64_t)i, .json = json[i], .biz_key = "k"};
         msgv[i] = &msgs[i];
     }
     st = dd_handler_handle_batch(h, db, msgv, n, res, broken);
@@ -285,13 +284,18 @@ static dedupd_status ledger_amount(dd_handler_t *h, MYSQL *db, const char *amoun
 
 START_TEST(test_ledger_amounts)
 {
-    static const char *const ok[] = {"12.34", "0.01", "0.07", "19.99", "100", "1234567.89",
-                                     "1e12", "999999999999.99", "0.1", "5e-2"};
+    static const char *const ok[] = {"12.34", "0.01",       "0.07", "19.99",
+                                     "100",   "1234567.89", "1e12", "999999999999.99",
+                                     "0.1",   "5e-2"};
     static const struct {
         const char *amount, *why;
-    } bad[] = {{"12.345", "at most 2 decimals"}, {"0.001", "at most 2 decimals"},
-               {"0.30000000000000004", "at most 2 decimals"}, {"19.999999", "at most 2 decimals"},
-               {"0", "positive"}, {"-5", "positive"}, {"1000000000000.01", "at most 1000000000000"},
+    } bad[] = {{"12.345", "at most 2 decimals"},
+               {"0.001", "at most 2 decimals"},
+               {"0.30000000000000004", "at most 2 decimals"},
+               {"19.999999", "at most 2 decimals"},
+               {"0", "positive"},
+               {"-5", "positive"},
+               {"1000000000000.01", "at most 1000000000000"},
                {"\"12.34\"", "must be a number"}};
     const char *path = getenv("DD_LEDGER_SO");
     dd_handler_t *h = NULL;

@@ -380,8 +380,8 @@ START_TEST(test_utf8)
         "\xdf\xbf",
         "\xe0\xa0\x80",
         "\xf0\x90\x80\x80",
-        "0123456789abcdef\xc3\xa9"
-        "0123456789abcdef\xf0\x9f\x98\x80xyz",
+        ("0123456789abcdef\xc3\xa9"
+         "0123456789abcdef\xf0\x9f\x98\x80xyz"), /* one string: ASCII runs between */
     };
     static const char *bad[] = {
         "\xc0\x80",

@@ -387,10 +387,10 @@ START_TEST(test_render_length)
 
     /* 85 NULs are 255 bytes of escapes, 86 are too many */
     {
-        size_t len = (size_t)sprintf(json, "{\"s\":\"");
+        size_t len = strlen(strcpy(json, "{\"s\":\""));
 
-        for (int i = 0; i < 86; i++)
-            len += (size_t)sprintf(json + len, "\\u0000");
+        for (int i = 0; i < 86; i++, len += 6)
+            memcpy(json + len, "\\u0000", 6);
         strcpy(json + len, "\"}");
         dd_key_tmpl_destroy(tmpl);
         tmpl = tmpl_ok("${s}");

@@ -133,7 +133,7 @@ START_TEST(test_histogram_cumulative)
     for (int i = 0; i < DD_BATCH_BUCKETS - 1; i++) {
         char v[64];
         snprintf(series, sizeof(series), "dedupd_batch_seconds_bucket{le=\"%g\"}",
-                 dd_batch_bucket_bounds[i]);
+                 dd_stats_batch_bounds[i]);
         ck_assert_ptr_nonnull(sample(text, series, v, sizeof(v)));
     }
     free(text);
@@ -234,6 +234,7 @@ START_TEST(test_process_read)
 
     for (int i = 0; i < 2000000; i++) /* some CPU time to see */
         spin += i;
+    ck_assert(spin > 0);
     dd_metrics_proc_read(&proc);
     ck_assert_msg(proc.cpu_seconds > 0 && proc.cpu_seconds < 3600, "cpu %f", proc.cpu_seconds);
     ck_assert_msg(proc.start_time_seconds > now - 600 && proc.start_time_seconds <= now + 1,

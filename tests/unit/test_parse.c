@@ -78,9 +78,15 @@ static cJSON *parse_both(dd_parse_pool_t *pool, const char *text, int *rc)
 
 START_TEST(test_same_as_heap)
 {
-    static const char *const texts[] = {
-        "{\"id\":\"a\",\"x\":[1,2,{\"y\":\"\\u00e9\"}]}", "{\"id\":\"a\"", "{\"id\":\"a\"}}",
-        "{\"x\":1}", "[1,2,3]", "{\"id\":[1]}", "{\"id\":\"a\"} \n", "", "nul"};
+    static const char *const texts[] = {"{\"id\":\"a\",\"x\":[1,2,{\"y\":\"\\u00e9\"}]}",
+                                        "{\"id\":\"a\"",
+                                        "{\"id\":\"a\"}}",
+                                        "{\"x\":1}",
+                                        "[1,2,3]",
+                                        "{\"id\":[1]}",
+                                        "{\"id\":\"a\"} \n",
+                                        "",
+                                        "nul"};
     dd_parse_pool_t *pool;
     char err[256];
     int rc;
@@ -125,8 +131,7 @@ START_TEST(test_chunks_reused_and_bounded)
         for (int i = 1; i < LIVE; i += 2) {
             snprintf(err, sizeof(err), "o%d", round * LIVE + i);
             ck_assert_str_eq(cJSON_GetObjectItem(live[i], "id")->valuestring, err);
-            ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(live[i], "list")),
-                             40 + i % 50);
+            ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(live[i], "list")), 40 + i % 50);
             dd_parse_release(pool, live[i]);
         }
     }

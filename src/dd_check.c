@@ -1,0 +1,143 @@
+/*
+ * `dedupd check`: what `dedupd run` would find wrong, before it runs. The
+ * start-up validation of run (dd_validate, in the same words), then the
+ * database (connection, schema version, key format) and Kafka (every
+ * configured topic's metadata, with the user's properties: a secured
+ * cluster needs its SASL/TLS settings). One "ok"/"WARN"/"FAIL" line per
+ * finding, every finding shown even after a failure.
+ */
+#include <stdio.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "dd_cmd.h"
+#include "dd_common.h"
+#include "dd_db.h"
+#include "dd_handler.h"
+#include "dd_key.h"
+#include "dd_migrate.h"
+#include "dd_validate.h"
+
+/* Reads metadata of every configured topic. Returns 1 when one failed. */
+static int dd_check_kafka(const dd_conf_t *conf)
+{
+    rd_kafka_conf_t *kconf = rd_kafka_conf_new();
+    const struct rd_kafka_metadata *md = NULL;
+    char err[512];
+    rd_kafka_t *rk;
+    int bad = 0;
+
+    if (dd_conf_kafka_apply(conf, kconf, NULL, err, sizeof(err)) ||
+        dd_conf_kafka_set(kconf, "allow.auto.create.topics", "false", err, sizeof(err)))
+        rk = NULL;
+    else
+        rk = rd_kafka_new(RD_KAFKA_CONSUMER, kconf, err, sizeof(err));
+    if (!rk) {
+        rd_kafka_conf_destroy(kconf);
+        printf("FAIL kafka: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < conf->kafka.topic_cnt; i++) {
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, conf->kafka.topics[i], NULL);
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+        if (!e && md->topic_cnt == 1 && !md->topics[0].err) {
+            printf("ok   kafka: topic %s has %d partition(s) at %s\n", conf->kafka.topics[i],
+                   md->topics[0].partition_cnt, conf->kafka.brokers);
+        } else {
+            printf("FAIL kafka: topic %s at %s: %s\n", conf->kafka.topics[i], conf->kafka.brokers,
+                   rd_kafka_err2str(e ? e : md->topics[0].err));
+            bad = 1;
+        }
+        if (md) rd_kafka_metadata_destroy(md);
+        md = NULL;
+        rd_kafka_topic_destroy(rkt);
+    }
+    rd_kafka_destroy(rk);
+    return bad;
+}
+
+/* The dedup table: at the newest schema version, recording this key
+ * format. Returns 1 when something failed. */
+static int dd_check_table(const dd_conf_t *conf, dd_db_t *db)
+{
+    char err[1024];
+    int version = 0, bad = 0;
+
+    if (dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err, sizeof(err)) ==
+            DD_OK &&
+        version == dd_migrations[dd_migration_cnt - 1].version) {
+        printf("ok   dedup table: %s at schema version %d\n", conf->dedup.table, version);
+    } else {
+        printf("FAIL dedup table: %s is at schema version %d, run `dedupd migrate`\n",
+               conf->dedup.table, version);
+        bad = 1;
+    }
+    if (dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err)) ==
+        DD_OK) {
+        printf("ok   key format: %s records format %d\n", conf->dedup.table, DD_KEY_FORMAT);
+    } else {
+        printf("FAIL key format: %s\n", err);
+        bad = 1;
+    }
+    return bad;
+}
+
+/* Every finding of the start-up validation is printed. */
+static void dd_check_report(void *opaque, dd_validate_level_t level, const char *what,
+                            const char *text)
+{
+    static const char *const tags[] = {"ok  ", "WARN", "FAIL"};
+    int *warnings = opaque;
+
+    printf("%s %s: %s\n", tags[level], what, text);
+    *warnings += level == DD_VALIDATE_WARN;
+}
+
+static int dd_check_run(const dd_conf_t *conf, void *opts)
+{
+    dd_handler_t *h = NULL;
+    dd_db_t *db = NULL;
+    char err[1024];
+    int bad = 0, warnings = 0;
+
+    (void)opts;
+    printf("ok   config: %s\n", conf->path);
+    /* What `dedupd run` checks before it starts, in the same words. */
+    if (dd_validate_conf(conf, &h, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
+    if (dd_db_new(&db, conf, err, sizeof(err)) == DD_OK) {
+        printf("ok   database: connected to %s as %s\n", conf->mysql.database, conf->mysql.user);
+        bad |= dd_check_table(conf, db);
+    } else {
+        printf("FAIL database: %s\n", err);
+        bad = 1;
+    }
+    bad |= dd_check_kafka(conf);
+    dd_db_destroy(db);
+    dd_handler_destroy(h);
+    if (bad)
+        printf("check failed\n");
+    else if (warnings)
+        printf("check passed, with %d warning(s)\n", warnings);
+    else
+        printf("check passed\n");
+    return bad ? DD_EXIT_FAIL : DD_EXIT_OK;
+}
+
+const dd_cmd_t dd_cmd_check = {
+    .name = "check",
+    .args = "-c FILE",
+    .summary = "validate config, handler, Kafka and database",
+    .help = "usage: dedupd check -c FILE\n"
+            "\n"
+            "Validates what `dedupd run` validates before it starts, then connects to the\n"
+            "database (schema version, key format) and reads every topic's metadata.\n"
+            "One line per finding: ok, WARN or FAIL.\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE   configuration file (libconfig)\n"
+            "  -h, --help          this text\n"
+            "\n"
+            "Exit status: 0 passed (maybe with warnings), 1 a check failed, 2 usage error.\n",
+    .flags = DD_CMD_CONFIG,
+    .run = dd_check_run,
+};

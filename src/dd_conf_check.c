@@ -1,0 +1,280 @@
+/*
+ * The configuration checks that need the final values (see dd_conf_int.h):
+ * each is a hook of one setting of the schema table, run after every value
+ * is known, so a rule between two settings can blame the one the user
+ * wrote. Secrets (the MySQL password, sensitive librdkafka properties)
+ * never reach a message.
+ */
+#include "dd_conf_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "dd_common.h"
+
+/* Properties whose values may be secrets: librdkafka's message would quote them. */
+static int dd_conf_property_is_sensitive(const char *name)
+{
+    return strstr(name, "password") || strstr(name, "secret") || strstr(name, "key") ||
+           strstr(name, "sasl") || strstr(name, "token");
+}
+
+static const char *dd_conf_property_owner(const char *name)
+{
+    if (strcmp(name, "bootstrap.servers") == 0 || strcmp(name, "metadata.broker.list") == 0)
+        return "kafka.brokers sets it";
+    if (strcmp(name, "group.id") == 0) return "kafka.group sets it";
+    if (strcmp(name, "enable.auto.offset.store") == 0)
+        return "dedupd stores offsets itself, only after the database commit";
+    return NULL;
+}
+
+static int dd_conf_check_property(dd_conf_ctx_t *ctx, int idx, rd_kafka_conf_t *rkc, int i)
+{
+    const char *prop = ctx->conf->kafka.properties[i], *eq = strchr(prop, '=');
+    const config_setting_t *at = NULL;
+    char rkerr[512], *name = NULL;
+    int err = 0;
+
+    if (ctx->origin[idx].kind == DD_ORIGIN_FILE)
+        at = config_setting_get_elem(ctx->origin[idx].setting, (unsigned)i);
+    if (!eq || eq == prop) {
+        err = dd_conf_fail(ctx, idx, at, "element %d is not of the form \"name=value\"", i + 1);
+        goto done;
+    }
+    if (!(name = strndup(prop, (size_t)(eq - prop)))) {
+        err = dd_conf_nomem(ctx);
+        goto done;
+    }
+    if (dd_conf_property_owner(name)) {
+        err = dd_conf_fail(ctx, idx, at, "property %s cannot be set here: %s", name,
+                           dd_conf_property_owner(name));
+        goto done;
+    }
+    if (rd_kafka_conf_set(rkc, name, eq + 1, rkerr, sizeof(rkerr)) != RD_KAFKA_CONF_OK)
+        err =
+            dd_conf_fail(ctx, idx, at, "librdkafka rejected property %s: %s", name,
+                         dd_conf_property_is_sensitive(name) ? "invalid value (not shown)" : rkerr);
+done:
+    free(name);
+    return err;
+}
+
+/* Each property goes through librdkafka now, on a throwaway conf, so a typo
+ * is a config error with a line number instead of a failure at startup. */
+int dd_conf_check_properties(dd_conf_ctx_t *ctx, int idx)
+{
+    rd_kafka_conf_t *rkc;
+    int err = 0;
+
+    if (ctx->conf->kafka.property_cnt == 0) return 0;
+    if (!(rkc = rd_kafka_conf_new())) return dd_conf_nomem(ctx);
+    for (int i = 0; i < ctx->conf->kafka.property_cnt && !err; i++)
+        err = dd_conf_check_property(ctx, idx, rkc, i);
+    rd_kafka_conf_destroy(rkc);
+    return err;
+}
+
+/* Reads a password file, and its permission bits into *mode; the contents
+ * never reach errstr. */
+static int dd_conf_read_secret(const char *path, char **out, mode_t *mode, char *errstr,
+                               size_t errstr_size)
+{
+    char buf[DD_CONF_SECRET_MAX + 1];
+    size_t len = 0;
+    ssize_t n = 1;
+    struct stat st;
+    int fd = -1, err = DD_ERR_CONFIG;
+
+    /* stat first: opening a FIFO would block */
+    if (stat(path, &st) != 0 || (fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
+        dd_errstr_set(errstr, errstr_size, "cannot read %s: %s", path, strerror(errno));
+        goto done;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        dd_errstr_set(errstr, errstr_size, "%s is not a regular file", path);
+        goto done;
+    }
+    *mode = st.st_mode & 07777;
+    while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) > 0)
+        len += (size_t)n;
+    if (n < 0 || len > DD_CONF_SECRET_MAX) {
+        dd_errstr_set(errstr, errstr_size, n < 0 ? "cannot read %s" : "%s is too long", path);
+        goto done;
+    }
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    if (!(*out = strndup(buf, len))) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        err = DD_ERR_NOMEM;
+        goto done;
+    }
+    err = 0;
+done:
+    explicit_bzero(buf, sizeof(buf));
+    if (fd >= 0) close(fd);
+    return err;
+}
+
+static int dd_conf_password_from_file(dd_conf_ctx_t *ctx, int idx)
+{
+    dd_conf_t *conf = ctx->conf;
+    char *resolved = dd_conf_resolve(conf, conf->mysql.password_file), msg[512];
+    mode_t mode = 0;
+    int err;
+
+    if (!resolved) return dd_conf_nomem(ctx);
+    free(conf->mysql.password_file);
+    conf->mysql.password_file = resolved;
+    if ((err = dd_conf_read_secret(resolved, &conf->mysql.password, &mode, msg, sizeof(msg))))
+        return err == DD_ERR_NOMEM ? dd_conf_nomem(ctx) : dd_conf_fail(ctx, idx, NULL, "%s", msg);
+    /* A password anyone on the machine can read is not much of a secret;
+     * container runtimes often mount files 0644, so a warning, not an error. */
+    if ((mode & 077) && dd_conf_warn(ctx, idx,
+                                     "%s has mode %04o: users other than its owner can %s it, "
+                                     "and it holds the database password; make it readable by "
+                                     "its owner only (chmod 600)",
+                                     resolved, (unsigned)mode, (mode & 044) ? "read" : "change"))
+        return dd_conf_nomem(ctx);
+    return 0;
+}
+
+/* At most one password source; resolves it into conf->mysql.password. The
+ * hook sits on password_file, the last of the three in the table. */
+int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
+{
+    dd_conf_t *conf = ctx->conf;
+    int pw = dd_conf_item_idx("mysql.password"), env = dd_conf_item_idx("mysql.password_env");
+    int set = dd_conf_is_explicit(ctx, pw) + dd_conf_is_explicit(ctx, env) +
+              dd_conf_is_explicit(ctx, idx);
+    const char *val;
+
+    if (set > 1)
+        return dd_conf_fail(ctx, dd_conf_is_explicit(ctx, idx) ? idx : env, NULL,
+                            "at most one of mysql.password, mysql.password_env and "
+                            "mysql.password_file may be set");
+    if (conf->mysql.password_env) {
+        if (!(val = getenv(conf->mysql.password_env)))
+            return dd_conf_fail(ctx, env, NULL, "environment variable %s is not set",
+                                conf->mysql.password_env);
+        if (!(conf->mysql.password = strdup(val))) return dd_conf_nomem(ctx);
+    } else if (conf->mysql.password_file) {
+        return dd_conf_password_from_file(ctx, idx);
+    } else if (!conf->mysql.password && !(conf->mysql.password = strdup(""))) {
+        return dd_conf_nomem(ctx);
+    }
+    return 0;
+}
+
+/* Only the shape is checked here; the template itself is compiled by
+ * dd_key, which the loader does not link against. */
+int dd_conf_check_key(dd_conf_ctx_t *ctx, int idx)
+{
+    const char *dollar = strstr(ctx->conf->dedup.key, "${");
+
+    if (!dollar || !strchr(dollar + 2, '}'))
+        return dd_conf_fail(ctx, idx, NULL, "must contain at least one ${path}");
+    return 0;
+}
+
+/* The table name is pasted into SQL, so only plain identifiers pass. */
+int dd_conf_check_table(dd_conf_ctx_t *ctx, int idx)
+{
+    const char *t = ctx->conf->dedup.table;
+    size_t len = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+
+    if (t[len] != '\0' || len < 1 || len > 64)
+        return dd_conf_fail(ctx, idx, NULL,
+                            "expected a name matching [A-Za-z0-9_]{1,64}, got \"%s\"", t);
+    return 0;
+}
+
+int dd_conf_check_handler_path(dd_conf_ctx_t *ctx, int idx)
+{
+    char *resolved = dd_conf_resolve(ctx->conf, ctx->conf->handler.path);
+
+    if (!resolved) return dd_conf_nomem(ctx);
+    free(ctx->conf->handler.path);
+    ctx->conf->handler.path = resolved;
+    return 0;
+}
+
+/* For a rule between two settings, blames the one the user wrote: `later`
+ * unless only `earlier` was given explicitly. */
+static int dd_conf_blame(const dd_conf_ctx_t *ctx, int earlier, int later)
+{
+    return !dd_conf_is_explicit(ctx, later) && dd_conf_is_explicit(ctx, earlier) ? earlier : later;
+}
+
+int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx)
+{
+    int other = dd_conf_item_idx("batch.max_messages");
+    int msgs = ctx->conf->batch.max_messages, inflight = ctx->conf->batch.max_inflight;
+
+    if (inflight >= msgs) return 0;
+    if (dd_conf_blame(ctx, other, idx) == other)
+        return dd_conf_fail(ctx, other, NULL, "must be at most batch.max_inflight (%d), got %d",
+                            inflight, msgs);
+    return dd_conf_fail(ctx, idx, NULL, "must be at least batch.max_messages (%d), got %d", msgs,
+                        inflight);
+}
+
+int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx)
+{
+    int other = dd_conf_item_idx("retry.backoff_initial");
+    int64_t initial = ctx->conf->retry.backoff_initial_ms, max = ctx->conf->retry.backoff_max_ms;
+    char a[32], b[32];
+
+    if (max >= initial) return 0;
+    dd_conf_fmt_duration(initial, a, sizeof(a));
+    dd_conf_fmt_duration(max, b, sizeof(b));
+    if (dd_conf_blame(ctx, other, idx) == other)
+        return dd_conf_fail(ctx, other, NULL, "must be at most retry.backoff_max (%s), got %s", b,
+                            a);
+    return dd_conf_fail(ctx, idx, NULL, "must be at least retry.backoff_initial (%s), got %s", a,
+                        b);
+}
+
+/* Every ${path} of the lane key must be one of dedup.key's, so all copies
+ * of a business key land on the same worker (per-key order, no two lanes
+ * racing for one key). */
+int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
+{
+    const char *lane = ctx->conf->dedup.lane_key, *key = ctx->conf->dedup.key, *p, *end;
+    char ref[256];
+
+    if (!lane) return 0;
+    if (!strstr(lane, "${"))
+        return dd_conf_fail(ctx, idx, NULL, "must contain at least one ${path}");
+    for (p = strstr(lane, "${"); p; p = strstr(end, "${")) {
+        end = strchr(p, '}');
+        if (!end) return dd_conf_fail(ctx, idx, NULL, "unclosed ${");
+        end++;
+        snprintf(ref, sizeof(ref), "%.*s", (int)(end - p), p);
+        if (!key || !strstr(key, ref))
+            return dd_conf_fail(ctx, idx, NULL, "%s is not a field of dedup.key", ref);
+    }
+    return 0;
+}
+
+/* "host:port", "[v6]:port"; the port is after the last colon. */
+int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx)
+{
+    const char *l = ctx->conf->http.listen, *colon;
+    int64_t port;
+
+    if (!l) return 0;
+    colon = strrchr(l, ':');
+    if (!colon || colon == l || dd_conf_parse_int(colon + 1, &port) != 0 || port < 1 ||
+        port > 65535 || colon[1] == '+' || colon[1] == '-')
+        return dd_conf_fail(ctx, idx, NULL,
+                            "expected \"host:port\" with a port from 1 to 65535, got \"%s\"", l);
+    return 0;
+}

@@ -1,0 +1,127 @@
+/*
+ * Inside the configuration module (see dd_conf.h), shared by its files
+ * only:
+ *   dd_conf_schema.c  the schema table: every setting, described once
+ *   dd_conf.c         the loader: file, defaults, environment, errors
+ *   dd_conf_check.c   the checks that need the final values of several
+ *   dd_conf_doc.c     the references rendered from the table
+ *   dd_conf_kafka.c   librdkafka properties
+ */
+#ifndef DD_CONF_INT_H
+#define DD_CONF_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libconfig.h>
+
+#include "dd_conf.h"
+
+typedef enum {
+    DD_CT_GROUP,
+    DD_CT_STRING,
+    DD_CT_INT,
+    DD_CT_BOOL,
+    DD_CT_DURATION,
+    DD_CT_LIST, /* list of strings */
+    DD_CT_ENUM, /* a string from a fixed set, stored as an int */
+} dd_conf_type_t;
+
+#define DD_CF_REQUIRED 0x01 /* no default: the file or the environment must set it */
+#define DD_CF_ANY 0x02      /* group owned by someone else (the handler): not checked */
+#define DD_CF_NOENV 0x04    /* no DEDUPD_* override */
+#define DD_CF_SECRET 0x08   /* value never appears in messages */
+#define DD_CF_EMPTY_OK 0x10 /* an empty string is a valid value */
+
+#define DD_MS_SEC INT64_C(1000)
+#define DD_MS_MIN (60 * DD_MS_SEC)
+#define DD_MS_HOUR (60 * DD_MS_MIN)
+#define DD_MS_DAY (24 * DD_MS_HOUR)
+
+#define DD_CONF_MAX_ITEMS 64
+#define DD_CONF_SECRET_MAX 4096 /* longest password file accepted */
+
+/* Where the current value of one setting came from. */
+typedef enum { DD_ORIGIN_UNSET, DD_ORIGIN_DEFAULT, DD_ORIGIN_FILE, DD_ORIGIN_ENV } dd_origin_kind_t;
+
+typedef struct dd_conf_origin_s {
+    dd_origin_kind_t kind;
+    const config_setting_t *setting; /* DD_ORIGIN_FILE */
+    char env[80];                    /* DD_ORIGIN_ENV: the variable's name */
+} dd_conf_origin_t;
+
+/* State of one dd_conf_load() call. */
+typedef struct dd_conf_ctx_s {
+    dd_conf_t *conf;
+    dd_conf_origin_t origin[DD_CONF_MAX_ITEMS];
+    char *errstr;
+    size_t errstr_size;
+} dd_conf_ctx_t;
+
+/* Validation that runs after all values are known. Returns 0 or DD_ERR_*. */
+typedef int (*dd_conf_check_t)(dd_conf_ctx_t *ctx, int idx);
+
+typedef struct dd_conf_item_s {
+    const char *path; /* "kafka.brokers"; top-level settings have no dot */
+    dd_conf_type_t type;
+    const char *def;                /* default, as environment text; NULL: unset */
+    int64_t min, max;               /* int: value; duration: ms; list: element count */
+    int flags;                      /* DD_CF_* */
+    size_t off;                     /* where the value lives in dd_conf_t */
+    size_t size;                    /* size of that field; 0: not stored (plain groups) */
+    size_t cnt_off;                 /* lists: the int element count */
+    int64_t unit_ms;                /* durations: 1 stores ms, 1000 stores seconds */
+    int (*parse)(const char *name); /* enums: name -> value, -1 if unknown */
+    const char *allowed;            /* text for the reference when bounds do not say it */
+    dd_conf_check_t check;
+    const char *desc;
+} dd_conf_item_t;
+
+/* The schema (dd_conf_schema.c). Groups come before their members; the
+ * order is the order of the references and of validation. */
+extern const dd_conf_item_t dd_conf_items[];
+extern const int dd_conf_item_cnt;
+
+/* dd_conf_schema.c */
+int dd_conf_item_idx(const char *path);
+void *dd_conf_field(dd_conf_t *conf, const dd_conf_item_t *it);
+/* "kafka.brokers" -> "DEDUPD_KAFKA_BROKERS". */
+void dd_conf_env_name(const dd_conf_item_t *it, char *out, size_t out_size);
+int dd_conf_has_env(const dd_conf_item_t *it);
+/* Formats ms in the largest unit that divides it: "7d", "30s", "250ms". */
+void dd_conf_fmt_duration(int64_t ms, char *out, size_t out_size);
+/* A decimal integer, the whole of s. Returns 0 or -1. */
+int dd_conf_parse_int(const char *s, int64_t *v);
+
+/* dd_conf.c: the load's errors and warnings */
+/* path, absolute, or relative to the configuration file's directory
+ * (malloc'd; NULL when out of memory). */
+char *dd_conf_resolve(const dd_conf_t *conf, const char *path);
+/* Sets errstr to "<where>: <msg>" for setting idx, where <where> follows
+ * the origin of its current value: FILE:LINE, the environment variable,
+ * or the file alone for defaults; `at` narrows a file location to a list
+ * element. Returns DD_ERR_CONFIG. */
+int dd_conf_fail(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Keeps "<where>: <msg>" in conf->warnings: what is allowed but probably
+ * wrong, for the caller to report once logging is set up (dd_validate).
+ * Returns 0 or DD_ERR_NOMEM. */
+int dd_conf_warn(dd_conf_ctx_t *ctx, int idx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sets errstr to "FILE: out of memory"; returns DD_ERR_NOMEM. */
+int dd_conf_nomem(dd_conf_ctx_t *ctx);
+/* 1 when the file or the environment set setting idx. */
+int dd_conf_is_explicit(const dd_conf_ctx_t *ctx, int idx);
+
+/* dd_conf_check.c: the table's check hooks */
+int dd_conf_check_properties(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_key(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_table(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_handler_path(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx);
+
+#endif /* DD_CONF_INT_H */

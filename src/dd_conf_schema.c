@@ -1,0 +1,324 @@
+/*
+ * The schema: every setting dedupd understands, described exactly once in
+ * dd_conf_items[]: its path, type, default, bounds, whether it is
+ * required, where it is stored in dd_conf_t, the check that needs the
+ * final values, and one sentence for users. The table drives everything
+ * else, so nothing can drift apart: reading the file, rejecting unknown
+ * settings, type and bounds checks, defaults, DEDUPD_<SECTION>_<NAME>
+ * environment overrides, freeing the struct, `dedupd --help-config`, the
+ * settings table of docs/CONFIG.md and the SETTINGS section of
+ * dedupd.conf(5) (unit tests compare both with what the table renders).
+ */
+#include "dd_conf_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+
+/* clang-format off */
+#define DD_AT(field) .off = offsetof(dd_conf_t, field), .size = sizeof(((dd_conf_t *)0)->field)
+#define DD_LIST_AT(field, cnt) DD_AT(field), .cnt_off = offsetof(dd_conf_t, cnt)
+#define DD_GROUP(p, d) {.path = (p), .type = DD_CT_GROUP, .desc = (d)}
+
+/* Kept out of clang-format, which would put every field on its own line. */
+const dd_conf_item_t dd_conf_items[] = {
+    DD_GROUP("kafka", "Kafka source."),
+    {.path = "kafka.brokers", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED,
+     DD_AT(kafka.brokers), .desc = "Bootstrap brokers, \"host:port[,host:port...]\"."},
+    {.path = "kafka.group", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(kafka.group),
+     .desc = "Consumer group id; every dedupd instance consuming the same topics shares it."},
+    {.path = "kafka.topics", .type = DD_CT_LIST, .min = 1, .max = 1000, .flags = DD_CF_REQUIRED,
+     DD_LIST_AT(kafka.topics, kafka.topic_cnt), .desc = "Topics to consume."},
+    {.path = "kafka.properties", .type = DD_CT_LIST, .def = "", .max = 1000,
+     DD_LIST_AT(kafka.properties, kafka.property_cnt), .check = dd_conf_check_properties,
+     .desc = "Extra librdkafka properties as \"name=value\", each checked by librdkafka when "
+             "the file is loaded. bootstrap.servers, group.id and enable.auto.offset.store "
+             "are set by dedupd and are refused here. The dead-letter producer takes them "
+             "too (consumer-only ones excepted), e.g. message.timeout.ms (30000 by default): "
+             "how long one send is tried before dedupd sends the dead letter again. Its "
+             "acks=all cannot be changed. dedupd's own defaults, which this list overrides: "
+             "auto.offset.reset=earliest, queued.max.messages.kbytes=65536 (keep the "
+             "prefetch queue above one second of the stream; README, Backpressure and "
+             "memory)."},
+
+    DD_GROUP("mysql", "MySQL/MariaDB database holding the dedup table and the business tables."),
+    {.path = "mysql.host", .type = DD_CT_STRING, .def = "127.0.0.1", DD_AT(mysql.host),
+     .desc = "Server host name or address."},
+    {.path = "mysql.port", .type = DD_CT_INT, .def = "3306", .min = 1, .max = 65535,
+     DD_AT(mysql.port), .desc = "Server TCP port."},
+    {.path = "mysql.socket", .type = DD_CT_STRING, DD_AT(mysql.socket),
+     .desc = "Unix socket path; when set it is used instead of host and port."},
+    {.path = "mysql.user", .type = DD_CT_STRING, .def = "dedupd", DD_AT(mysql.user),
+     .desc = "User name."},
+    {.path = "mysql.password", .type = DD_CT_STRING,
+     .flags = DD_CF_NOENV | DD_CF_SECRET | DD_CF_EMPTY_OK, DD_AT(mysql.password),
+     .desc = "Password in clear text; prefer password_env or password_file. At most one of "
+             "the three may be set; none means an empty password."},
+    {.path = "mysql.password_env", .type = DD_CT_STRING, .flags = DD_CF_NOENV,
+     DD_AT(mysql.password_env),
+     .desc = "Name of an environment variable holding the password (conventionally "
+             "DEDUPD_MYSQL_PASSWORD); it must be set."},
+    {.path = "mysql.password_file", .type = DD_CT_STRING, .flags = DD_CF_NOENV,
+     DD_AT(mysql.password_file), .check = dd_conf_check_password,
+     .desc = "File holding the password, trailing newline removed; relative paths are "
+             "relative to the config file's directory."},
+    {.path = "mysql.database", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED,
+     DD_AT(mysql.database), .desc = "Database holding the dedup table and the business tables."},
+    {.path = "mysql.connect_timeout", .type = DD_CT_DURATION, .def = "5s", .min = DD_MS_SEC,
+     .max = DD_MS_HOUR, .unit_ms = DD_MS_SEC, DD_AT(mysql.connect_timeout_s),
+     .desc = "Connect timeout (whole seconds)."},
+
+    DD_GROUP("dedup", "How messages are recognised as duplicates."),
+    {.path = "dedup.key", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(dedup.key),
+     .allowed = "contains ${path}", .check = dd_conf_check_key,
+     .desc = "Business key template over the JSON payload, e.g. "
+             "\"pay:${merchant_id}:${order_no}\"; values are escaped so that different "
+             "payments never share a key (docs/KEYS.md)."},
+    {.path = "dedup.hash", .type = DD_CT_LIST, .def = "", .max = 1000,
+     DD_LIST_AT(dedup.hash, dedup.hash_cnt),
+     .desc = "Payload paths covered by the request hash; empty: the whole payload. A path "
+             "that finds nothing is left out of the hash (docs/KEYS.md)."},
+    {.path = "dedup.ttl", .type = DD_CT_DURATION, .def = "7d", .min = DD_MS_SEC,
+     .max = 3650 * DD_MS_DAY, .unit_ms = DD_MS_SEC, DD_AT(dedup.ttl_s),
+     .desc = "How long a key is remembered before the purge may delete it; must cover the "
+             "longest redelivery or replay window."},
+    {.path = "dedup.table", .type = DD_CT_STRING, .def = "dedup_record", DD_AT(dedup.table),
+     .allowed = "[A-Za-z0-9_]{1,64}", .check = dd_conf_check_table,
+     .desc = "Name of the dedup table."},
+    {.path = "dedup.retry_failed", .type = DD_CT_BOOL, .def = "true", DD_AT(dedup.retry_failed),
+     .desc = "Whether a later message with the same key and hash may retry a rejected key."},
+    {.path = "dedup.defer_claim", .type = DD_CT_BOOL, .def = "true", DD_AT(dedup.defer_claim),
+     .desc = "Claim a key that is not in the dedup table yet by inserting its finished row "
+             "after the handler ran, in the same transaction: one row write instead of two. "
+             "If another consumer inserted the key meanwhile, that insert fails, the batch is "
+             "rolled back and replayed with the key claimed first. false: always claim "
+             "first, so a handler is never called for a key another consumer is applying "
+             "(choose it when handlers have effects outside the transaction)."},
+    {.path = "dedup.max_payload_bytes", .type = DD_CT_INT, .def = "990000", .min = 1,
+     .max = 100000000, DD_AT(dedup.max_payload_bytes),
+     .desc = "Larger payloads are dead-lettered as payload_too_large. The default leaves a "
+             "dead letter room for the key, the headers and the record overhead within the "
+             "dead-letter producer's message.max.bytes (librdkafka's default 1000000); "
+             "dedupd warns at start when it does not. A dead letter that would not fit "
+             "carries its payload truncated (header dedupd.truncated)."},
+    {.path = "dedup.lane_key", .type = DD_CT_STRING, DD_AT(dedup.lane_key),
+     .allowed = "${path}s of dedup.key", .check = dd_conf_check_lane_key,
+     .desc = "Template choosing the worker for a message, e.g. \"${merchant_id}\": messages "
+             "with the same lane key run on one worker, so a handler updating shared rows "
+             "(a merchant balance) is not deadlocked by other workers. Only fields of "
+             "dedup.key, so one key stays on one worker; unset: the business key."},
+
+    DD_GROUP("handler", "The business handler plugin."),
+    {.path = "handler.path", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(handler.path),
+     .check = dd_conf_check_handler_path,
+     .desc = "Handler shared object; relative paths are relative to the config file's "
+             "directory."},
+    {.path = "handler.config", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_AT(handler.config),
+     .desc = "The handler's own settings, passed to its init() unchecked."},
+    {.path = "handler.batch", .type = DD_CT_BOOL, .def = "true", DD_AT(handler.batch),
+     .desc = "Give a handler that has handle_batch() (ABI 2) all of a transaction's messages "
+             "in one call; false: always handle() one message at a time."},
+    {.path = "handler.max_response_bytes", .type = DD_CT_INT, .def = "65536", .min = 64,
+     .max = 16777215, DD_AT(handler.max_response_bytes),
+     .desc = "Longest response snapshot a handler may return, in bytes. A longer one is a "
+             "handler error: the message is rejected (its writes rolled back, the key "
+             "recorded failed, dead letter rejected). The database's max_allowed_packet "
+             "must hold a finished row with twice this much (escaped text); dedupd refuses "
+             "to start when it does not. At most 16777215, the response column's capacity."},
+
+    DD_GROUP("dlq", "Dead-letter topic."),
+    {.path = "dlq.topic", .type = DD_CT_STRING, DD_AT(dlq.topic),
+     .desc = "Dead-letter topic; unset: the source topic's name followed by \".dlq\"."},
+
+    DD_GROUP("batch", "Batching: one database transaction per batch."),
+    {.path = "batch.max_messages", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
+     DD_AT(batch.max_messages), .desc = "Most messages in one batch."},
+    {.path = "batch.max_wait_ms", .type = DD_CT_INT, .def = "20", .min = 0, .max = 60000,
+     DD_AT(batch.max_wait_ms), .desc = "Longest wait for a batch to fill, in milliseconds."},
+    {.path = "batch.max_inflight", .type = DD_CT_INT, .def = "20000", .min = 1, .max = 10000000,
+     DD_AT(batch.max_inflight), .allowed = "1..10000000, >= batch.max_messages",
+     .check = dd_conf_check_inflight,
+     .desc = "Most messages polled but not yet committed, all workers together; at the limit "
+             "polling waits for the workers."},
+
+    DD_GROUP("retry", "Backoff after transient errors and handler RETRY."),
+    {.path = "retry.backoff_initial", .type = DD_CT_DURATION, .def = "100ms", .min = 1,
+     .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(retry.backoff_initial_ms),
+     .desc = "First backoff; doubled after each failure."},
+    {.path = "retry.backoff_max", .type = DD_CT_DURATION, .def = "30s", .min = 1,
+     .max = DD_MS_DAY, .unit_ms = 1, DD_AT(retry.backoff_max_ms),
+     .allowed = "1ms..1d, >= retry.backoff_initial", .check = dd_conf_check_backoff,
+     .desc = "Longest backoff."},
+    {.path = "retry.max_attempts", .type = DD_CT_INT, .def = "0", .min = 0, .max = 1000000,
+     DD_AT(retry.max_attempts),
+     .desc = "Handler RETRY attempts before the message is dead-lettered; 0: unlimited."},
+
+    {.path = "workers", .type = DD_CT_INT, .def = "4", .min = 1, .max = 64, DD_AT(workers),
+     .desc = "Worker threads, each with its own database connection."},
+    {.path = "shutdown_timeout", .type = DD_CT_DURATION, .def = "30s", .min = 0,
+     .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(shutdown_timeout_ms),
+     .desc = "How long SIGTERM waits for the current transaction before abandoning it."},
+
+    DD_GROUP("http", "Health and metrics endpoint."),
+    {.path = "http.listen", .type = DD_CT_STRING, DD_AT(http.listen), .allowed = "host:port",
+     .check = dd_conf_check_listen,
+     .desc = "Address to listen on, e.g. \"127.0.0.1:9464\"; unset: no HTTP endpoint."},
+    {.path = "http.stuck_after", .type = DD_CT_DURATION, .def = "60s", .min = DD_MS_SEC,
+     .max = DD_MS_DAY, .unit_ms = 1, DD_AT(http.stuck_after_ms),
+     .desc = "/healthz answers 503 when messages are in flight and none finished for this "
+             "long (the loop not turning for half of it counts too)."},
+    {.path = "http.timeout", .type = DD_CT_DURATION, .def = "10s", .min = DD_MS_SEC,
+     .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(http.timeout_ms),
+     .desc = "A connection is closed when it has not sent a whole request this long after "
+             "connecting or after its previous answer, however slowly it keeps sending."},
+    {.path = "http.max_connections", .type = DD_CT_INT, .def = "64", .min = 1, .max = 10000,
+     DD_AT(http.max_connections),
+     .desc = "Open connections, all clients together. A new connection beyond it closes the "
+             "one that has waited longest for its request, so a probe always gets in."},
+    {.path = "http.max_connections_per_ip", .type = DD_CT_INT, .def = "16", .min = 1,
+     .max = 10000, DD_AT(http.max_connections_per_ip),
+     .desc = "Open connections from one client address; beyond it, as for max_connections "
+             "among that address's connections."},
+
+    DD_GROUP("log", "Logging to stderr."),
+    {.path = "log.level", .type = DD_CT_ENUM, .def = "info", DD_AT(log.level),
+     .parse = dd_log_level_parse, .allowed = "error|warn|info|debug",
+     .desc = "Least severe level written."},
+    {.path = "log.format", .type = DD_CT_ENUM, .def = "logfmt", DD_AT(log.format),
+     .parse = dd_log_format_parse, .allowed = "logfmt|json", .desc = "Line format."},
+
+    DD_GROUP("purge", "Background deletion of expired dedup records."),
+    {.path = "purge.interval", .type = DD_CT_DURATION, .def = "10m", .min = 0,
+     .max = 30 * DD_MS_DAY, .unit_ms = DD_MS_SEC, DD_AT(purge.interval_s),
+     .desc = "Time between purge runs (whole seconds); \"0\" disables the background purge."},
+    {.path = "purge.batch", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
+     DD_AT(purge.batch), .desc = "Rows deleted per purge statement."},
+};
+/* clang-format on */
+
+const int dd_conf_item_cnt = (int)DD_ARRAY_LEN(dd_conf_items);
+_Static_assert(DD_ARRAY_LEN(dd_conf_items) <= DD_CONF_MAX_ITEMS, "raise DD_CONF_MAX_ITEMS");
+
+/*
+ * Lookups and names
+ */
+
+int dd_conf_item_idx(const char *path)
+{
+    for (int i = 0; i < dd_conf_item_cnt; i++)
+        if (strcmp(dd_conf_items[i].path, path) == 0) return i;
+    return -1;
+}
+
+void *dd_conf_field(dd_conf_t *conf, const dd_conf_item_t *it)
+{
+    return (char *)conf + it->off;
+}
+
+/* "kafka.brokers" -> "DEDUPD_KAFKA_BROKERS". */
+void dd_conf_env_name(const dd_conf_item_t *it, char *out, size_t out_size)
+{
+    size_t n = (size_t)snprintf(out, out_size, "DEDUPD_%s", it->path);
+
+    for (size_t i = 0; i < n && i < out_size; i++)
+        out[i] = out[i] == '.' ? '_' : (char)toupper((unsigned char)out[i]);
+}
+
+int dd_conf_has_env(const dd_conf_item_t *it)
+{
+    return it->type != DD_CT_GROUP && !(it->flags & DD_CF_NOENV);
+}
+
+/* Formats ms in the largest unit that divides it: "7d", "30s", "250ms". */
+void dd_conf_fmt_duration(int64_t ms, char *out, size_t out_size)
+{
+    static const struct {
+        const char *name;
+        int64_t ms;
+    } units[] = {{"d", DD_MS_DAY}, {"h", DD_MS_HOUR}, {"m", DD_MS_MIN}, {"s", DD_MS_SEC}};
+
+    if (ms == 0) {
+        snprintf(out, out_size, "0");
+        return;
+    }
+    for (size_t i = 0; i < DD_ARRAY_LEN(units); i++) {
+        if (ms % units[i].ms == 0) {
+            snprintf(out, out_size, "%lld%s", (long long)(ms / units[i].ms), units[i].name);
+            return;
+        }
+    }
+    snprintf(out, out_size, "%lldms", (long long)ms);
+}
+
+int dd_conf_parse_int(const char *s, int64_t *v)
+{
+    char *end;
+    long long n;
+
+    if (!*s || isspace((unsigned char)*s)) return -1;
+    errno = 0;
+    n = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *v = n;
+    return 0;
+}
+
+/* Units in descending order; each may appear once: "1h30m", not "30m1h". */
+static int dd_conf_duration_unit(const char **p, int *rank, int64_t *factor)
+{
+    static const struct {
+        const char *name;
+        int64_t ms;
+    } units[] = {
+        {"d", DD_MS_DAY}, {"h", DD_MS_HOUR}, {"ms", 1}, {"m", DD_MS_MIN}, {"s", DD_MS_SEC}};
+    static const int ranks[] = {0, 1, 4, 2, 3};
+
+    for (int i = 0; i < (int)DD_ARRAY_LEN(units); i++) {
+        size_t len = strlen(units[i].name);
+
+        if (strncmp(*p, units[i].name, len) == 0) {
+            *p += len;
+            *rank = ranks[i];
+            *factor = units[i].ms;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int dd_conf_parse_duration_ms(const char *s, int64_t *ms)
+{
+    int64_t total = 0, v, factor;
+    int rank, last = -1;
+    const char *p = s;
+
+    if (!s || !*s) return -1;
+    if (strspn(s, "0123456789") == strlen(s)) { /* plain number: seconds */
+        if (dd_conf_parse_int(s, &v) != 0 || v > INT64_MAX / DD_MS_SEC) return -1;
+        *ms = v * DD_MS_SEC;
+        return 0;
+    }
+    while (*p) {
+        if (!isdigit((unsigned char)*p)) return -1;
+        for (v = 0; isdigit((unsigned char)*p); p++) {
+            if (v > (INT64_MAX - (*p - '0')) / 10) return -1;
+            v = v * 10 + (*p - '0');
+        }
+        if (dd_conf_duration_unit(&p, &rank, &factor) != 0 || rank <= last) return -1;
+        if (v > (INT64_MAX - total) / factor) return -1;
+        total += v * factor;
+        last = rank;
+    }
+    *ms = total;
+    return 0;
+}
+
+const char *dd_conf_setting_path(int i)
+{
+    return i >= 0 && i < dd_conf_item_cnt ? dd_conf_items[i].path : NULL;
+}

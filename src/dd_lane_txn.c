@@ -1,0 +1,484 @@
+/*
+ * One batch, one transaction (see dd_lanes.h): claim every key, run the
+ * handler for the keys the batch owns, record the outcomes, COMMIT. The
+ * cheapest way that gives the right result is tried first (dd_lane_txn_modes
+ * below); every outcome other than a commit rolls everything back, business
+ * writes included, and says how the lane goes on: a dd_err_t class, or one
+ * of the transaction outcomes DD_ERR_RACED, _RETRY, _REDO and _DECLINED.
+ */
+#include "dd_lanes_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+#include "dd_utf8.h"
+
+static int dd_lane_sql(dd_lane_t *lane, const char *sql, char *errstr, size_t errstr_size)
+{
+    return dd_db_exec(lane->db, sql, strlen(sql), errstr, errstr_size);
+}
+
+/* Groups the batch's items by key: one claim per distinct key (the first
+ * copy in offset order), claims sorted by key for the lock order. */
+static size_t dd_lane_build_claims(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    size_t u = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        dd_claim_t *c = &lane->claims[i];
+        memset(c, 0, sizeof(*c));
+        c->key = items[i]->key;
+        c->key_len = items[i]->key_len;
+        c->hash = items[i]->hash;
+        c->topic = rd_kafka_topic_name(items[i]->rkm->rkt);
+        c->partition = items[i]->rkm->partition;
+        c->offset = items[i]->rkm->offset;
+        c->result_status = -1;
+        lane->claimv[i] = c;
+    }
+    /* claims[i] belongs to items[i]; the sort is stable on the index so the
+     * first copy of a key leads its group. */
+    dd_claim_sort(lane->claimv, n);
+    for (size_t i = 0; i < n; i++) {
+        dd_claim_t *c = lane->claimv[i];
+        if (u > 0 && dd_claim_cmp(lane->claimv[u - 1], c) == 0) {
+            items[c - lane->claims]->claim = lane->claimv[u - 1];
+            continue;
+        }
+        lane->claimv[u++] = c;
+        items[c - lane->claims]->claim = c;
+    }
+    return u;
+}
+
+static void dd_lane_dlq(dd_item_t *item, dd_reason_t reason, const char *fmt, const char *arg)
+{
+    item->outcome = DD_OUT_DLQ;
+    item->reason = reason;
+    snprintf(item->error, sizeof(item->error), fmt, arg);
+}
+
+/* A copy of a key that this batch does not run the handler for. */
+static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_stats_t *d)
+{
+    dd_claim_t *c = item->claim;
+
+    if (!first && c->mine) {
+        /* A repeat of a key this batch owns: compare with its first copy. */
+        if (memcmp(item->hash, c->hash, DD_HASH_LEN) != 0) {
+            d->conflicts++;
+            dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
+                        "same business key as an earlier message, other content");
+        } else if (c->result_status == DD_ROW_FAILED) {
+            dd_lane_dlq(item, DD_REASON_REJECTED, "copy of a rejected message: %.200s",
+                        c->error ? c->error : "");
+        } else {
+            item->outcome = DD_OUT_DUPLICATE;
+            d->duplicates++;
+        }
+        return DD_OK;
+    }
+    /* Otherwise the stored row decides: the hash is checked on every path. */
+    if (memcmp(item->hash, c->row_hash, DD_HASH_LEN) != 0) {
+        d->conflicts++;
+        dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
+                    "business key already recorded with other content");
+    } else if (c->row_status == DD_ROW_APPLIED) {
+        item->outcome = DD_OUT_DUPLICATE;
+        d->duplicates++;
+    } else if (c->row_status == DD_ROW_FAILED) {
+        /* retry_failed is off: this copy is not retried, but never dropped. */
+        dd_lane_dlq(item, DD_REASON_REJECTED, "previously rejected: %.200s", c->row_error);
+    } else {
+        /* Processing under someone's unexpired lease: try the batch later. */
+        return DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+/* What the handler sees of an item. */
+static void dd_lane_msg_fill(const dd_item_t *item, dedupd_msg *msg)
+{
+    const rd_kafka_message_t *rkm = item->rkm;
+
+    *msg = (dedupd_msg){
+        .topic = item->claim->topic,
+        .partition = rkm->partition,
+        .offset = rkm->offset,
+        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
+        .key = rkm->key,
+        .key_len = rkm->key_len,
+        .payload = rkm->payload,
+        .payload_len = rkm->len,
+        .json = item->json,
+        .biz_key = item->key,
+    };
+}
+
+/* The handler applied item: keep its response (taken over) for the outcome
+ * row. A response that is not UTF-8 cannot go into a utf8mb4 column. */
+static void dd_lane_applied(dd_item_t *item, char *response, dd_stats_t *d)
+{
+    dd_claim_t *c = item->claim;
+
+    if (response && !dd_utf8_valid(response, strlen(response))) {
+        dd_log_msg(DD_LOG_WARN, c->topic, item->rkm->partition, item->rkm->offset, item->key,
+                   "Handler response is not valid UTF-8; not stored.");
+        free(response);
+        response = NULL;
+    }
+    item->response = response;
+    c->response = response;
+    c->result_status = DD_ROW_APPLIED;
+    item->outcome = DD_OUT_APPLIED;
+    d->applied++;
+}
+
+/* DD_ERR_RETRIABLE (with errstr) when the handler's last statement failed
+ * with a retriable error: deadlock, lock wait timeout or lost connection. A
+ * deadlock already rolled back the whole transaction (savepoints too), so
+ * the caller replays the batch rather than the message. Else 0. */
+static int dd_lane_handler_db_error(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    unsigned int err = mysql_errno(mysql);
+
+    if (!err || dd_db_classify(err) != DD_ERR_RETRIABLE) return 0;
+    dd_errstr_set(errstr, errstr_size, "%u: %s (inside the handler)", err, mysql_error(mysql));
+    return DD_ERR_RETRIABLE;
+}
+
+/* A handler call left the connection outside the transaction: a deadlock
+ * rolled it back (retriable), or the handler ended it (a bug: fatal). */
+static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr, size_t errstr_size)
+{
+    if (dd_lane_handler_db_error(lane, errstr, errstr_size)) return DD_ERR_RETRIABLE;
+    dd_errstr_set(errstr, errstr_size,
+                  "handler %s (%s) ended the transaction (COMMIT, ROLLBACK or autocommit) "
+                  "at %s [%d] @%lld: this is a handler bug",
+                  dd_handler_name(lane->group->h), dd_handler_path(lane->group->h),
+                  item->claim->topic, (int)item->rkm->partition, (long long)item->rkm->offset);
+    return DD_ERR_FATAL;
+}
+
+/* The handler ended dedupd's transaction and began another while handling
+ * item: the savepoint of the message is gone (see dd_handler.h). */
+static int dd_lane_lost(dd_lane_t *lane, const dd_item_t *item, char *errstr, size_t errstr_size)
+{
+    char where[300];
+
+    snprintf(where, sizeof(where), "at %s [%d] @%lld", item->claim->topic,
+             (int)item->rkm->partition, (long long)item->rkm->offset);
+    return dd_handler_txn_lost_error(lane->group->h, where, errstr, errstr_size);
+}
+
+/* Ends the transaction over items[0..n): COMMIT or ROLLBACK, after checking
+ * that the transaction is still the one dedupd began (dd_handler_txn_end). */
+static int dd_lane_end(dd_lane_t *lane, dd_item_t *const *items, size_t n, int commit, char *errstr,
+                       size_t errstr_size)
+{
+    const rd_kafka_message_t *rkm = items[0]->rkm;
+    char where[300];
+
+    snprintf(where, sizeof(where), "in a batch of %zu message(s) starting at %s [%d] @%lld", n,
+             rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset);
+    return dd_handler_txn_end(lane->group->h, dd_db_mysql(lane->db), commit, where, errstr,
+                              errstr_size);
+}
+
+/* safe: take a savepoint first, so REJECT can roll back just this message.
+ * Without one, a REJECT (or RETRY out of attempts) returns DD_ERR_REDO with the
+ * decision recorded in lane->decided. */
+static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_stats_t *d,
+                               char *errstr, size_t errstr_size)
+{
+    const dd_conf_t *conf = lane->group->conf;
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    rd_kafka_message_t *rkm = item->rkm;
+    dd_claim_t *c = item->claim;
+    dedupd_result res;
+    dedupd_msg msg;
+    int broken = 0, rc;
+    dedupd_status st;
+
+    rc = safe ? dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
+    if (rc) return rc;
+    dd_lane_msg_fill(item, &msg);
+    st = dd_handler_handle(lane->group->h, mysql, &msg, &res, &broken);
+    if (broken) {
+        free(res.response);
+        return dd_lane_broken(lane, item, errstr, errstr_size);
+    }
+    if (st == DEDUPD_OK) {
+        dd_lane_applied(item, res.response, d);
+        return DD_OK;
+    }
+    free(res.response);
+    if (dd_lane_handler_db_error(lane, errstr, errstr_size)) return DD_ERR_RETRIABLE;
+    rc = safe ? dd_lane_sql(lane, "ROLLBACK TO SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
+    if (rc && dd_handler_txn_lost(mysql)) return dd_lane_lost(lane, item, errstr, errstr_size);
+    if (rc) return rc;
+    if (st == DEDUPD_RETRY) {
+        item->attempts++;
+        d->retries++;
+        dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key,
+                   "Handler asked to retry (attempt %d): %s", item->attempts, res.error);
+        if (conf->retry.max_attempts == 0 || item->attempts < conf->retry.max_attempts)
+            return DD_ERR_RETRY;
+        dd_lane_dlq(item, DD_REASON_RETRIES_EXHAUSTED, "gave up after retries: %.200s", res.error);
+    } else {
+        dd_lane_dlq(item, DD_REASON_REJECTED, "%s", res.error);
+    }
+    dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key, "Message %s: %s",
+               dd_reason2str(item->reason), item->error);
+    if (!safe) {
+        lane->decided = item; /* not called again: the redo only records it */
+        return DD_ERR_REDO;
+    }
+    c->result_status = DD_ROW_FAILED;
+    c->error = item->error;
+    return DD_OK;
+}
+
+/* The redo of a batch reached the message whose failure was decided
+ * without a savepoint: record it, without calling the handler again. */
+static void dd_lane_record_decided(dd_item_t *item)
+{
+    item->outcome = DD_OUT_DLQ; /* reason and error kept from the decision */
+    item->claim->result_status = DD_ROW_FAILED;
+    item->claim->error = item->error;
+}
+
+static void dd_lane_free_responses(dd_item_t **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(items[i]->response);
+        items[i]->response = NULL;
+    }
+}
+
+/* items[i] is the first copy of a key this transaction claimed. */
+static int dd_lane_owns(const dd_lane_t *lane, dd_item_t *const *items, size_t i)
+{
+    return items[i]->claim == &lane->claims[i] && items[i]->claim->mine;
+}
+
+/* DD_LANE_BATCHED: one handle_batch() call for the first copy of every key
+ * this transaction owns. Returns DD_ERR_DECLINED when the handler
+ * declined (the caller rolls back and goes message by message). */
+static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_stats_t *d,
+                             char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(lane->db);
+    size_t m = 0, k = 0;
+    int broken = 0;
+    dedupd_status st;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!dd_lane_owns(lane, items, i)) continue;
+        dd_lane_msg_fill(items[i], &lane->msgs[m]);
+        lane->msgv[m] = &lane->msgs[m];
+        m++;
+    }
+    if (m == 0) return DD_OK;
+    st = dd_handler_handle_batch(lane->group->h, mysql, lane->msgv, m, lane->results, &broken);
+    if (broken) {
+        for (size_t j = 0; j < m; j++)
+            free(lane->results[j].response);
+        return dd_lane_broken(lane, items[0], errstr, errstr_size);
+    }
+    if (st != DEDUPD_OK) {
+        if (dd_lane_handler_db_error(lane, errstr, errstr_size))
+            return DD_ERR_RETRIABLE; /* replay the batch, as one batch again */
+        dd_log(DD_LOG_DEBUG,
+               "Lane %d: handler %s declined a batch of %zu, going message by "
+               "message: %s",
+               lane->idx, dd_handler_name(lane->group->h), m,
+               lane->results[0].error[0] ? lane->results[0].error : "no reason given");
+        return DD_ERR_DECLINED;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (dd_lane_owns(lane, items, i)) dd_lane_applied(items[i], lane->results[k++].response, d);
+    d->batched += m;
+    return DD_OK;
+}
+
+/* Pre-check the next batch when at least 1 in 8 keys of this one were
+ * already applied: a replay or a stream with many redeliveries. */
+static void dd_lane_tune_precheck(dd_lane_t *lane, size_t u)
+{
+    size_t applied = 0;
+
+    for (size_t i = 0; i < u; i++)
+        applied += !lane->claimv[i]->mine && lane->claimv[i]->row_status == DD_ROW_APPLIED;
+    lane->precheck = applied * 8 >= u && applied > 0;
+}
+
+/* Rolls back the transaction over items[0..n) that ended with rc. When
+ * dedupd rolls back on purpose after the handler ran (a RETRY, a REJECT
+ * without a savepoint, a declined batch, a claim race), the handler may
+ * still have committed part of it on its own, so the guard is checked as
+ * on COMMIT. After an error (a deadlock drops the savepoint, a lost
+ * connection everything) it is not. Returns rc, or DD_ERR_FATAL. */
+static int dd_lane_rollback(dd_lane_t *lane, dd_item_t *const *items, size_t n, int rc,
+                            char *errstr, size_t errstr_size)
+{
+    char err[1024];
+    int erc;
+
+    if (rc != DD_OK && rc != DD_ERR_REDO && rc != DD_ERR_DECLINED && rc != DD_ERR_RACED) {
+        dd_db_rollback_quiet(lane->db);
+        return rc;
+    }
+    erc = dd_lane_end(lane, items, n, 0, err, sizeof(err));
+    if (erc == DD_OK) return rc;
+    dd_db_rollback_quiet(lane->db);     /* the release failed: nothing ran after it */
+    if (erc != DD_ERR_FATAL) return rc; /* a lost connection: the next attempt meets it */
+    dd_errstr_set(errstr, errstr_size, "%s", err);
+    return DD_ERR_FATAL;
+}
+
+/* One attempt at one transaction over items[0..n) (see dd_lane_txn).
+ * locking: claim every key first, deferring none (replaying a race). */
+static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lane_mode_t mode,
+                            int locking, long *retry_at, dd_stats_t *d, char *errstr,
+                            size_t errstr_size)
+{
+    unsigned char token[DD_CLAIM_TOKEN_LEN];
+    size_t u, mine = 0;
+    int flags = lane->precheck ? DD_CLAIM_PRECHECK : 0;
+    int rc;
+
+    *retry_at = -1;
+    memset(d, 0, sizeof(*d));
+    for (size_t i = 0; i < n; i++) {
+        items[i]->outcome = DD_OUT_NONE;
+        items[i]->response = NULL;
+    }
+    u = dd_lane_build_claims(lane, items, n);
+    if (RAND_bytes(token, sizeof(token)) != 1) {
+        dd_errstr_set(errstr, errstr_size, "no random bytes for the claim token");
+        return DD_ERR_FATAL;
+    }
+    if (lane->group->copts.defer && !locking) flags |= DD_CLAIM_DEFER;
+    if (lane->fault_blind) flags |= DD_CLAIM_BLIND;
+    rc = dd_handler_txn_begin(dd_db_mysql(lane->db), errstr, errstr_size);
+    if (!rc)
+        rc = dd_claim_acquire(lane->db, &lane->group->copts, lane->claimv, u, token, flags,
+                              lane->claimw, &lane->sql, errstr, errstr_size);
+    if (!rc && !(flags & DD_CLAIM_DEFER)) /* deferring pre-checks every batch */
+        dd_lane_tune_precheck(lane, u);
+    if (!rc && mode == DD_LANE_BATCHED)
+        rc = dd_lane_run_batch(lane, items, n, d, errstr, errstr_size);
+    for (size_t i = 0; !rc && i < n; i++) {
+        dd_item_t *item = items[i];
+        int first = item->claim == &lane->claims[i];
+        if (first && item->claim->mine && mode == DD_LANE_BATCHED)
+            continue; /* applied by dd_lane_run_batch */
+        if (first && item->claim->mine && item == lane->decided)
+            dd_lane_record_decided(item);
+        else if (first && item->claim->mine)
+            rc =
+                dd_lane_run_handler(lane, item, mode == DD_LANE_SAVEPOINTS, d, errstr, errstr_size);
+        else
+            rc = dd_lane_judge_copy(lane, item, first, d);
+        if (rc == DD_ERR_RETRY) {
+            *retry_at = (long)i;
+            rc = DD_OK;
+            goto rollback;
+        }
+    }
+    /* Outcomes of the keys this batch owns, in key order, one statement. */
+    for (size_t i = 0; !rc && i < u; i++)
+        if (lane->claimv[i]->mine && lane->claimv[i]->result_status >= 0)
+            lane->claimv[mine++] = lane->claimv[i];
+    if (!rc && mine)
+        rc = dd_claim_finish(lane->db, &lane->group->copts, lane->claimv, mine, &lane->sql,
+                             lane->rows, errstr, errstr_size);
+    if (!rc) rc = dd_lane_end(lane, items, n, 1, errstr, errstr_size);
+    if (!rc && lane->fault_commit_lost && ++lane->commits % lane->fault_commit_lost == 0) {
+        /* Test-only fault: the COMMIT went through but its reply is "lost",
+         * exactly what a dropped connection during COMMIT looks like. */
+        dd_errstr_set(errstr, errstr_size,
+                      "2013: Lost connection to server during COMMIT "
+                      "(injected by DEDUPD_TEST_FAULTS)");
+        rc = DD_ERR_RETRIABLE;
+    }
+    if (!rc) {
+        dd_lane_free_responses(items, n);
+        d->batches = 1;
+        return DD_OK;
+    }
+rollback:
+    rc = dd_lane_rollback(lane, items, n, rc, errstr, errstr_size);
+    dd_lane_free_responses(items, n);
+    return rc;
+}
+
+/* One transaction over items[0..n). Sets *retry_at to the index of a message
+ * whose handler asked for RETRY (everything rolled back) or -1. Returns 0 or
+ * a dd_err_t class.
+ *
+ * The cheapest way that gives the right result is tried first:
+ *  1. a handler with handle_batch() gets every owned message in one call;
+ *     if it declines, all is rolled back and it goes on with 2;
+ *  2. handle() per message without savepoints (they cost a round trip per
+ *     message and are only needed when a message fails);
+ *  3. when a handler REJECTs (or runs out of RETRY attempts) in 2, the
+ *     whole transaction is rolled back and run again with a savepoint per
+ *     message, that message's failure recorded without calling its handler
+ *     again.
+ * The committed result is what 3 alone gives; handlers are called again only
+ * for messages whose effects were rolled back, as on a deadlock replay. */
+static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, int locking,
+                             long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
+{
+    int batched = lane->group->conf->handler.batch && dd_handler_has_batch(lane->group->h);
+    int rc = DD_ERR_DECLINED, declined = 0;
+    uint64_t retries;
+
+    lane->decided = NULL;
+    if (batched)
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_BATCHED, locking, retry_at, d, errstr,
+                              errstr_size);
+    if (rc == DD_ERR_DECLINED) {
+        declined = batched;
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_OPTIMISTIC, locking, retry_at, d, errstr,
+                              errstr_size);
+    }
+    if (rc == DD_ERR_REDO) {
+        retries = d->retries; /* counted for the decided message */
+        rc = dd_lane_txn_once(lane, items, n, DD_LANE_SAVEPOINTS, locking, retry_at, d, errstr,
+                              errstr_size);
+        d->retries += retries;
+        lane->decided = NULL;
+    }
+    d->batch_declined += (uint64_t)declined;
+    return rc;
+}
+
+/* One transaction over items[0..n), as dd_lane_txn_modes. When a deferred
+ * claim raced another consumer, everything was rolled back: the batch runs
+ * again with every key claimed first, so it waits for that consumer's
+ * commit and then finds its row. */
+int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at, dd_stats_t *d,
+                char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    rc = dd_lane_txn_modes(lane, items, n, 0, retry_at, d, errstr, errstr_size);
+    if (rc == DD_ERR_RACED) {
+        dd_log(DD_LOG_INFO,
+               "Lane %d: another consumer claimed a key of this batch meanwhile; "
+               "rolled back, running it again with the locking claim.",
+               lane->idx);
+        rc = dd_lane_txn_modes(lane, items, n, 1, retry_at, d, errstr, errstr_size);
+        d->claim_races++;
+    }
+    return rc;
+}

@@ -1,0 +1,196 @@
+/*
+ * The lane group (see dd_lanes.h): built here, in one place, for `dedupd
+ * run` and `dedupd replay --apply` alike, so both apply a message through
+ * the same claim + handler transaction with the same options.
+ */
+#include "dd_lanes_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dd_common.h"
+
+/* ---- what lanes report ---- */
+
+void dd_lanes_post(dd_lanes_t *lanes, dd_item_t **items, size_t n, const dd_stats_t *delta)
+{
+    pthread_mutex_lock(&lanes->mu);
+    for (size_t i = 0; i < n; i++) {
+        items[i]->next = NULL;
+        if (lanes->done_tail)
+            lanes->done_tail->next = items[i];
+        else
+            lanes->done_head = items[i];
+        lanes->done_tail = items[i];
+    }
+    dd_stats_add(&lanes->stats, delta);
+    pthread_cond_signal(&lanes->cv);
+    pthread_mutex_unlock(&lanes->mu);
+}
+
+void dd_lanes_set_fatal(dd_lanes_t *lanes, int idx, const char *err)
+{
+    pthread_mutex_lock(&lanes->mu);
+    if (!atomic_load(&lanes->fatal)) {
+        snprintf(lanes->fatal_err, sizeof(lanes->fatal_err), "lane %d: %.1000s", idx, err);
+        lanes->stats.db_errors_fatal++;
+        atomic_store(&lanes->fatal, 1);
+    }
+    pthread_cond_signal(&lanes->cv);
+    pthread_mutex_unlock(&lanes->mu);
+}
+
+/* ---- the consumer's side ---- */
+
+static void dd_lanes_deadline(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+dd_item_t *dd_lanes_take_done(dd_lanes_t *lanes, int wait_ms)
+{
+    dd_item_t *list;
+
+    pthread_mutex_lock(&lanes->mu);
+    if (!lanes->done_head && !atomic_load(&lanes->fatal) && wait_ms > 0) {
+        struct timespec ts;
+        dd_lanes_deadline(&ts, wait_ms);
+        pthread_cond_timedwait(&lanes->cv, &lanes->mu, &ts);
+    }
+    list = lanes->done_head;
+    lanes->done_head = lanes->done_tail = NULL;
+    pthread_mutex_unlock(&lanes->mu);
+    return list;
+}
+
+/* FNV-1a: cheap, and spreads keys that differ in one byte. */
+static uint32_t dd_lanes_route(const void *key, size_t len)
+{
+    const unsigned char *p = key;
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+void dd_lanes_push(dd_lanes_t *lanes, const void *route_key, size_t route_len, dd_item_t *item)
+{
+    dd_lane_push(lanes->lane[dd_lanes_route(route_key, route_len) % (uint32_t)lanes->n], item);
+}
+
+int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
+{
+    if (!atomic_load(&lanes->fatal)) return 0;
+    pthread_mutex_lock(&lanes->mu);
+    dd_errstr_set(errstr, errstr_size, "%s", lanes->fatal_err);
+    pthread_mutex_unlock(&lanes->mu);
+    return 1;
+}
+
+void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out)
+{
+    pthread_mutex_lock(&lanes->mu);
+    dd_stats_add(out, &lanes->stats);
+    pthread_mutex_unlock(&lanes->mu);
+}
+
+/* ---- life cycle ---- */
+
+int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, int n,
+                 const char *role, char *errstr, size_t errstr_size)
+{
+    dd_lanes_t *lanes = calloc(1, sizeof(*lanes));
+    char host[64] = "localhost";
+    int rc = DD_OK;
+
+    *lanesp = NULL;
+    if (!lanes || !(lanes->lane = calloc((size_t)(n > 0 ? n : 1), sizeof(*lanes->lane)))) {
+        free(lanes);
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    lanes->conf = conf;
+    lanes->h = h;
+    lanes->n = n > 0 ? n : 1;
+    pthread_mutex_init(&lanes->mu, NULL);
+    pthread_cond_init(&lanes->cv, NULL);
+    dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
+    gethostname(host, sizeof(host) - 1);
+    snprintf(lanes->owner, sizeof(lanes->owner), "%s:%d%s%s", host, (int)getpid(), role ? " " : "",
+             role ? role : "");
+    dd_claim_opts_init(&lanes->copts, conf, lanes->owner);
+    rc = dd_hash_spec_new(&lanes->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
+                          errstr_size);
+    for (int i = 0; !rc && i < lanes->n; i++)
+        rc = dd_lane_new(&lanes->lane[i], lanes, i, errstr, errstr_size);
+    if (rc) {
+        dd_lanes_destroy(lanes);
+        return rc;
+    }
+    *lanesp = lanes;
+    return DD_OK;
+}
+
+int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    for (int i = 0; !rc && i < lanes->n; i++)
+        rc = dd_lane_start(lanes->lane[i], errstr, errstr_size);
+    if (rc) dd_lanes_stop(lanes, NULL);
+    return rc;
+}
+
+void dd_lanes_finish(dd_lanes_t *lanes)
+{
+    atomic_store(&lanes->stop_soft, 1);
+}
+
+int dd_lanes_stopped(const dd_lanes_t *lanes)
+{
+    return atomic_load(&lanes->stop_hard);
+}
+
+void dd_lanes_stop(dd_lanes_t *lanes, dd_item_t **leftover)
+{
+    atomic_store(&lanes->stop_hard, 1);
+    for (int i = 0; i < lanes->n; i++) {
+        dd_item_t *list, *tail;
+
+        if (!lanes->lane[i]) continue;
+        dd_lane_stop(lanes->lane[i]);
+        if (!(list = dd_lane_unqueue(lanes->lane[i]))) continue;
+        if (!leftover) {
+            dd_item_list_destroy(list, NULL);
+            continue;
+        }
+        for (tail = list; tail->next; tail = tail->next)
+            ;
+        tail->next = *leftover;
+        *leftover = list;
+    }
+}
+
+void dd_lanes_destroy(dd_lanes_t *lanes)
+{
+    if (!lanes) return;
+    dd_lanes_stop(lanes, NULL);
+    for (int i = 0; i < lanes->n; i++)
+        dd_lane_destroy(lanes->lane[i]);
+    dd_item_list_destroy(lanes->done_head, NULL);
+    dd_hash_spec_destroy(lanes->hspec);
+    pthread_mutex_destroy(&lanes->mu);
+    pthread_cond_destroy(&lanes->cv);
+    free(lanes->lane);
+    free(lanes);
+}

@@ -1,0 +1,78 @@
+/*
+ * The lane group: the database side of `dedupd run` and `dedupd replay
+ * --apply`.
+ *
+ * A group has n lanes; each lane is one thread with one database
+ * connection, running batches of the items routed to it. Each batch is one
+ * transaction: claim every key, run the handler for the keys the batch
+ * owns, record the outcomes, COMMIT (dd_lane_txn.c). Items with the same
+ * route key always go to the same lane, in the order they were pushed, so
+ * one key is never in two transactions of this process at once.
+ *
+ * Threads: one thread, the consumer's, pushes items and takes finished
+ * ones back (dd_lanes_take_done); it owns an item again once it took it.
+ * dd_lanes_stats() may be called from any thread.
+ *
+ * Life cycle: new (no connection, no thread) -> start (connects every lane
+ * and starts its thread) -> finish (optional: lanes end once their queues
+ * are empty) -> stop (abandons what was not begun, joins the threads) ->
+ * destroy. A lane that fails fatally (a handler bug, a database error no
+ * retry fixes) stops taking work and fails the group: dd_lanes_failed().
+ */
+#ifndef DD_LANES_H
+#define DD_LANES_H
+
+#include <stddef.h>
+
+#include "dd_conf.h"
+#include "dd_handler.h"
+#include "dd_item.h"
+#include "dd_stats.h"
+
+typedef struct dd_lanes_s dd_lanes_t;
+
+/* A group of n lanes (at least 1) applying messages with handler h, which
+ * stays the caller's and must outlive the group; the group bounds its
+ * responses (handler.max_response_bytes). Claimed rows name their owner
+ * "host:pid", followed by " role" when role is not NULL. */
+int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, int n,
+                 const char *role, char *errstr, size_t errstr_size);
+
+/* Connects every lane to the database (checking that the server takes
+ * the largest statement a claim may need) and starts its thread. Returns 0
+ * or the dd_err_t class of the first failure; the lanes started so far
+ * are then stopped. */
+int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size);
+
+/* Queues item on the lane route_key[0..route_len) hashes to. */
+void dd_lanes_push(dd_lanes_t *lanes, const void *route_key, size_t route_len, dd_item_t *item);
+
+/* Takes the list of finished items (NULL when none), waiting up to wait_ms
+ * for some when there are none yet and no lane failed. */
+dd_item_t *dd_lanes_take_done(dd_lanes_t *lanes, int wait_ms);
+
+/* 1 once a lane failed fatally (its error then in errstr), else 0. */
+int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size);
+
+/* From now on a lane whose queue is empty ends; what is queued still runs. */
+void dd_lanes_finish(dd_lanes_t *lanes);
+
+/* Abandons every item not begun, lets the transactions under way end
+ * (a backoff ends at once) and joins the threads. The items abandoned are
+ * appended to *leftover for the caller (items already finished stay for
+ * dd_lanes_take_done). Safe on a group that was never started. */
+void dd_lanes_stop(dd_lanes_t *lanes, dd_item_t **leftover);
+
+/* 1 once dd_lanes_stop() began. */
+int dd_lanes_stopped(const dd_lanes_t *lanes);
+
+/* Adds the lanes' counters (applied, duplicates, conflicts, retries,
+ * batches, database errors, the batch histogram) to out. */
+void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out);
+
+/* Stops the group if needed and frees it, with any item still in it
+ * (their trees freed through cJSON, which a parse pool allows while it
+ * exists). NULL is fine. */
+void dd_lanes_destroy(dd_lanes_t *lanes);
+
+#endif /* DD_LANES_H */

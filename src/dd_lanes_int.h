@@ -1,0 +1,102 @@
+/*
+ * Inside the lane group (see dd_lanes.h), shared by its three files only:
+ * dd_lanes.c (the group), dd_lane.c (one lane's thread: queue, batches,
+ * retries) and dd_lane_txn.c (one batch's transaction).
+ */
+#ifndef DD_LANES_INT_H
+#define DD_LANES_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "dd_buf.h"
+#include "dd_claim.h"
+#include "dd_db.h"
+#include "dd_hash.h"
+#include "dd_lanes.h"
+
+typedef struct dd_lane_s dd_lane_t;
+
+struct dd_lanes_s {
+    const dd_conf_t *conf;
+    dd_handler_t *h;
+    dd_hash_spec_t *hspec; /* the lanes hash what the consumer could not */
+    dd_claim_opts_t copts;
+    char owner[128];
+    dd_lane_t **lane;
+    int n;
+
+    pthread_mutex_t mu; /* guards done list, stats and fatal_err */
+    pthread_cond_t cv;  /* signalled when items are done or a lane failed */
+    dd_item_t *done_head, *done_tail;
+    dd_stats_t stats;
+    char fatal_err[1024];
+
+    atomic_int stop_soft; /* a lane whose queue is empty ends */
+    atomic_int stop_hard; /* abandon work now */
+    atomic_int fatal;     /* a lane failed: fatal_err says why */
+};
+
+/* How a transaction calls the handler (see dd_lane_txn). */
+typedef enum {
+    DD_LANE_BATCHED,    /* handle_batch() once for every key the batch owns */
+    DD_LANE_OPTIMISTIC, /* handle() per message, no savepoints */
+    DD_LANE_SAVEPOINTS, /* handle() per message, each in a savepoint */
+} dd_lane_mode_t;
+
+struct dd_lane_s {
+    dd_lanes_t *group;
+    int idx;
+    pthread_t thr;
+    int started;
+
+    /* the queue, under mu; the consumer's thread pushes, the lane takes */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    dd_item_t *head, *tail;
+    size_t queued; /* items between head and tail */
+    int idle;      /* waiting for the first item of a batch */
+    size_t need;   /* queued items that fill the batch being collected */
+
+    /* the lane thread's own */
+    dd_db_t *db;
+    dd_buf_t sql;
+    dd_item_t **batch;
+    dd_claim_t *claims;
+    dd_claim_t **claimv;
+    dd_claim_t **claimw;   /* the pre-check's scratch */
+    dd_claim_rows_t *rows; /* the finish's scratch */
+    int precheck;          /* the last batch found many keys applied: pre-check */
+    int fault_blind;       /* DEDUPD_TEST_FAULTS=precheck_blind */
+    size_t cap;
+    unsigned int seed;
+    unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
+    unsigned long commits;
+    dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
+    /* handle_batch() arguments, batch.max_messages each */
+    dedupd_msg *msgs;
+    const dedupd_msg **msgv;
+    dedupd_result *results;
+};
+
+/* dd_lane.c: one lane */
+int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, size_t errstr_size);
+int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size);
+void dd_lane_push(dd_lane_t *lane, dd_item_t *item);
+/* Wakes the lane so it sees the stop flags and joins its thread. */
+void dd_lane_stop(dd_lane_t *lane);
+/* Takes the items still queued (a list, or NULL) from a stopped lane. */
+dd_item_t *dd_lane_unqueue(dd_lane_t *lane);
+/* Frees a stopped lane, with any item still queued. NULL is fine. */
+void dd_lane_destroy(dd_lane_t *lane);
+
+/* dd_lanes.c: what a lane reports to its group */
+void dd_lanes_post(dd_lanes_t *lanes, dd_item_t **items, size_t n, const dd_stats_t *delta);
+void dd_lanes_set_fatal(dd_lanes_t *lanes, int idx, const char *err);
+
+/* dd_lane_txn.c: one transaction over items[0..n), see there. */
+int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at, dd_stats_t *d,
+                char *errstr, size_t errstr_size);
+
+#endif /* DD_LANES_INT_H */

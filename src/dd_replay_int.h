@@ -1,0 +1,166 @@
+/*
+ * Inside `dedupd replay` (see dd_replay.h), shared by its files only:
+ *   dd_replay.c         the run: set up, consume the range, report
+ *   dd_replay_args.c    the command line: positions, times, partitions
+ *   dd_replay_range.c   the Kafka side: its own consumer, the ranges
+ *   dd_replay_judge.c   each batch against the dedup table, in temporary tables
+ *   dd_replay_apply.c   --apply: missing keys through a lane group
+ *   dd_replay_report.c  the JSON or CSV report and the summary
+ */
+#ifndef DD_REPLAY_INT_H
+#define DD_REPLAY_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "dd_buf.h"
+#include "dd_conf.h"
+#include "dd_db.h"
+#include "dd_handler.h"
+#include "dd_hash.h"
+#include "dd_item.h"
+#include "dd_json.h"
+#include "dd_key.h"
+#include "dd_lanes.h"
+#include "dd_progress.h"
+#include "dd_replay.h"
+
+#define DD_REPLAY_BATCH 500        /* messages judged per round of lookups */
+#define DD_REPLAY_MAX_PENDING 2000 /* --apply: items handed to the lane, not yet back */
+#define DD_REPLAY_TIMEOUT_MS 10000 /* metadata, watermarks, offsets_for_times */
+#define DD_REPLAY_MAX_TOPICS 64
+
+/* What replay says about a key (or, for bad and copy conflicts, a message).
+ * Stored as numbers in the temporary tables. */
+typedef enum {
+    DD_RS_NONE = 0,
+    DD_RS_APPLIED,    /* a row with the same hash, applied */
+    DD_RS_MISSING,    /* no row */
+    DD_RS_CONFLICT,   /* a row with another hash, or a copy unlike the first */
+    DD_RS_FAILED,     /* a failed (rejected) row with the same hash */
+    DD_RS_PROCESSING, /* a row in state 0 (a lease holder is on it) */
+    DD_RS_BAD,        /* no key can be derived */
+    DD_RS_CNT
+} dd_replay_status_t;
+
+/* What --apply did with a key. */
+typedef enum {
+    DD_RA_NONE = 0,
+    DD_RA_REPAIRED,        /* the handler ran and committed */
+    DD_RA_ALREADY_APPLIED, /* the claim found it applied meanwhile (a live consumer) */
+    DD_RA_FAILED,          /* conflict, rejected or retries exhausted */
+    DD_RA_CNT
+} dd_replay_apply_t;
+
+/* What the command line asks for (the command's options, see dd_cmd.h). */
+typedef struct {
+    dd_replay_pos_t from, to;
+    const char *topics[DD_REPLAY_MAX_TOPICS];
+    int topic_cnt;
+    int32_t *parts; /* --partitions, or NULL for all */
+    int part_cnt;
+    int apply, orphans, csv;
+    const char *report;
+} dd_replay_args_t;
+
+/* One partition's range [start, end), fixed when replay starts. */
+typedef struct {
+    const char *topic;
+    int32_t partition;
+    int64_t low, high; /* watermarks at start */
+    int64_t start, end;
+    int64_t pos; /* next offset to read */
+    int done;
+    /* TIME bounds, checked on each message's timestamp as well: brokers (and
+     * the mock cluster) that cannot look offsets up by time answer -1. */
+    int64_t from_ts, to_ts; /* -1: none */
+} dd_replay_part_t;
+
+typedef struct {
+    uint64_t messages, keys;
+    uint64_t status[DD_RS_CNT]; /* keys by status; [DD_RS_BAD] counts messages */
+    uint64_t bad[DD_REASON_CNT];
+    uint64_t copy_conflicts; /* later copies whose hash differs from the first */
+    uint64_t apply[DD_RA_CNT];
+    uint64_t orphans;
+} dd_replay_sum_t;
+
+/* A distinct key of the current batch. */
+typedef struct {
+    dd_item_t *first; /* its first message in this batch */
+    int seen;         /* already met earlier in the range */
+    unsigned char first_hash[DD_HASH_LEN];
+    int has_row, row_status;
+    unsigned char row_hash[DD_HASH_LEN];
+    char row_error[256];
+} dd_replay_ukey_t;
+
+typedef struct {
+    dd_replay_args_t *args;
+    const dd_conf_t *conf;
+    dd_key_tmpl_t *tmpl;
+    dd_hash_spec_t *hspec;
+    dd_json_doc_t *doc; /* the message being parsed */
+    rd_kafka_t *rk;
+    dd_db_t *db;
+    dd_buf_t sql;
+
+    dd_replay_part_t *parts;
+    int part_cnt, parts_left;
+    int64_t total, progress; /* offsets in the range / passed so far */
+
+    dd_item_t *batch[DD_REPLAY_BATCH];
+    dd_item_t *sorted[DD_REPLAY_BATCH];
+    dd_replay_ukey_t uk[DD_REPLAY_BATCH];
+    size_t ukidx[DD_REPLAY_BATCH];
+    size_t n;
+
+    /* --apply */
+    dd_handler_t *h;
+    dd_lanes_t *lanes; /* one lane */
+    int64_t pending;
+
+    dd_replay_sum_t sum;
+    dd_progress_t progress_line;
+} dd_replay_t;
+
+/* dd_replay_args.c: the command's parse (see dd_cmd.h); opts is a
+ * dd_replay_args_t. Returns 0 or 2 (usage error, printed). */
+int dd_replay_args_parse(void *opts, int argc, char **argv);
+
+/* dd_replay_range.c */
+int dd_replay_kafka_new(dd_replay_t *rp, char *errstr, size_t errstr_size);
+/* The partitions to read, then their ranges, then assigned. */
+int dd_replay_partitions(dd_replay_t *rp, char *errstr, size_t errstr_size);
+int dd_replay_ranges(dd_replay_t *rp, char *errstr, size_t errstr_size);
+int dd_replay_assign(dd_replay_t *rp, char *errstr, size_t errstr_size);
+dd_replay_part_t *dd_replay_part_find(dd_replay_t *rp, const char *topic, int32_t partition);
+void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next);
+int dd_replay_in_time(dd_replay_t *rp, dd_replay_part_t *pt, rd_kafka_message_t *rkm);
+
+/* dd_replay_judge.c */
+int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr, size_t errstr_size);
+/* Runs rp->sql; use: stream the rows (mysql_use_result) rather than store
+ * them. NULL with errstr on failure. */
+MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr_size);
+/* Appends s quoted (at most 1024 bytes), or NULL when s is NULL or empty. */
+void dd_replay_put_text(dd_replay_t *rp, const char *s);
+int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size);
+/* Parses one message into the batch; judges the batch when it is full. */
+int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size);
+/* Judges what the batch holds. */
+int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size);
+
+/* dd_replay_apply.c */
+int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size);
+int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, size_t errstr_size);
+int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, size_t errstr_size);
+int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_size);
+
+/* dd_replay_report.c */
+int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_size);
+void dd_replay_print_summary(dd_replay_t *rp, int complete);
+
+#endif /* DD_REPLAY_INT_H */

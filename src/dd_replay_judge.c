@@ -1,0 +1,379 @@
+/*
+ * `dedupd replay` judges each batch of messages against the dedup table:
+ * the pipeline's parse, key and hash rules (dd_parse.c), one lookup per
+ * batch, and what replay learns about each key kept in session TEMPORARY
+ * tables (dd_replay_key, dd_replay_event), so memory is bounded by the
+ * batch, not by the range.
+ */
+#include "dd_replay_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_claim.h"
+#include "dd_common.h"
+#include "dd_parse.h"
+#include "dd_text.h"
+
+int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr, size_t errstr_size)
+{
+    if (rp->sql.oom) {
+        dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
+        return DD_ERR_NOMEM;
+    }
+    return dd_db_exec(rp->db, sql, len, errstr, errstr_size);
+}
+
+MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(rp->db);
+    MYSQL_RES *res = NULL;
+
+    if (rp->sql.oom)
+        dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
+    else if (mysql_real_query(mysql, rp->sql.p, (unsigned long)rp->sql.len) != 0 ||
+             !(res = use ? mysql_use_result(mysql) : mysql_store_result(mysql)))
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+    return res;
+}
+
+/* dd_replay_key: per key, its first message in the range and the verdict.
+ * dd_replay_event: bad messages and copies unlike their key's first one.
+ * InnoDB, so a large range spills to disk instead of memory. */
+int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    static const char *const ddl[] = {
+        "CREATE TEMPORARY TABLE dd_replay_key ("
+        " biz_key VARBINARY(255) NOT NULL PRIMARY KEY, msg_hash BINARY(32) NOT NULL,"
+        " topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL, koffset BIGINT NOT NULL,"
+        " status TINYINT NOT NULL, reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL,"
+        " detail VARCHAR(1024) NULL, outcome TINYINT NOT NULL DEFAULT 0,"
+        " outcome_error VARCHAR(1024) NULL) ENGINE=InnoDB",
+        "CREATE TEMPORARY TABLE dd_replay_event ("
+        " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, biz_key VARBINARY(255) NULL,"
+        " msg_hash BINARY(32) NULL, topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL,"
+        " koffset BIGINT NOT NULL, status TINYINT NOT NULL, reason VARCHAR(32) NULL,"
+        " stored_hash BINARY(32) NULL, detail VARCHAR(1024) NULL) ENGINE=InnoDB",
+    };
+    int rc = DD_OK;
+
+    for (size_t i = 0; !rc && i < DD_ARRAY_LEN(ddl); i++)
+        rc = dd_replay_exec(rp, ddl[i], strlen(ddl[i]), errstr, errstr_size);
+    return rc;
+}
+
+/* The batch's key of a result row (binary search: uk is sorted by key). */
+static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const char *key, size_t len)
+{
+    size_t lo = 0, hi = u;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        dd_item_t *it = rp->uk[mid].first;
+        int c = dd_text_cmp(it->key, it->key_len, key, len);
+        if (c == 0) return &rp->uk[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static void dd_replay_in_list(dd_replay_t *rp, size_t u, int only_new)
+{
+    int first = 1;
+
+    dd_buf_puts(&rp->sql, " WHERE biz_key IN (");
+    for (size_t i = 0; i < u; i++) {
+        if (only_new && rp->uk[i].seen) continue;
+        if (!first) dd_buf_puts(&rp->sql, ",");
+        dd_db_hex(&rp->sql, rp->uk[i].first->key, rp->uk[i].first->key_len);
+        first = 0;
+    }
+    dd_buf_puts(&rp->sql, ")");
+}
+
+/* Which of the batch's keys were met earlier in the range, and their
+ * first message's hash. */
+static int dd_replay_lookup_seen(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    dd_buf_reset(&rp->sql);
+    dd_buf_puts(&rp->sql, "SELECT biz_key, msg_hash FROM dd_replay_key");
+    dd_replay_in_list(rp, u, 0);
+    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        dd_replay_ukey_t *k = dd_replay_ukey_find(rp, u, row[0], len[0]);
+        if (k && len[1] == DD_HASH_LEN) {
+            k->seen = 1;
+            memcpy(k->first_hash, row[1], DD_HASH_LEN);
+        }
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* The dedup rows of the keys met for the first time. */
+static int dd_replay_lookup_rows(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    size_t fresh = 0;
+
+    for (size_t i = 0; i < u; i++)
+        fresh += !rp->uk[i].seen;
+    if (fresh == 0) return DD_OK;
+    dd_buf_reset(&rp->sql);
+    dd_buf_printf(&rp->sql, "SELECT biz_key, request_hash, status, error FROM `%s`",
+                  rp->conf->dedup.table);
+    dd_replay_in_list(rp, u, 1);
+    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        dd_replay_ukey_t *k = dd_replay_ukey_find(rp, u, row[0], len[0]);
+        if (!k || k->seen) continue;
+        k->has_row = 1;
+        if (len[1] == DD_HASH_LEN) memcpy(k->row_hash, row[1], DD_HASH_LEN);
+        k->row_status = atoi(row[2]);
+        snprintf(k->row_error, sizeof(k->row_error), "%s", row[3] ? row[3] : "");
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* ---- judging a batch ---- */
+
+static int dd_replay_item_cmp(const void *a, const void *b)
+{
+    const dd_item_t *x = *(dd_item_t *const *)a, *y = *(dd_item_t *const *)b;
+    int c = dd_text_cmp(x->key, x->key_len, y->key, y->key_len);
+
+    return c ? c : (x->seq < y->seq ? -1 : x->seq > y->seq);
+}
+
+/* Groups the batch's good messages by key; uk[] gets one entry per key,
+ * sorted, leading with the key's first message in the batch. */
+static size_t dd_replay_group(dd_replay_t *rp)
+{
+    size_t g = 0, u = 0;
+
+    for (size_t i = 0; i < rp->n; i++)
+        if (rp->batch[i]->outcome != DD_OUT_DLQ) rp->sorted[g++] = rp->batch[i];
+    qsort(rp->sorted, g, sizeof(*rp->sorted), dd_replay_item_cmp);
+    for (size_t i = 0; i < g; i++) {
+        dd_item_t *it = rp->sorted[i];
+        if (u == 0 || dd_text_cmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len, it->key,
+                                  it->key_len) != 0) {
+            memset(&rp->uk[u], 0, sizeof(rp->uk[u]));
+            rp->uk[u].first = it;
+            memcpy(rp->uk[u].first_hash, it->hash, DD_HASH_LEN);
+            u++;
+        }
+        rp->ukidx[it->seq] = u - 1;
+    }
+    return u;
+}
+
+static dd_replay_status_t dd_replay_judge(const dd_replay_ukey_t *k, const char **reason)
+{
+    *reason = NULL;
+    if (!k->has_row) {
+        *reason = "no_row";
+        return DD_RS_MISSING;
+    }
+    if (memcmp(k->row_hash, k->first_hash, DD_HASH_LEN) != 0) {
+        *reason = "hash_differs";
+        return DD_RS_CONFLICT;
+    }
+    if (k->row_status == DD_ROW_APPLIED) return DD_RS_APPLIED;
+    if (k->row_status == DD_ROW_FAILED) {
+        *reason = "rejected";
+        return DD_RS_FAILED;
+    }
+    *reason = "lease";
+    return DD_RS_PROCESSING;
+}
+
+static void dd_replay_put_pos(dd_replay_t *rp, const dd_item_t *it)
+{
+    const char *topic = rd_kafka_topic_name(it->rkm->rkt);
+
+    dd_db_quote(&rp->sql, dd_db_mysql(rp->db), topic, strlen(topic));
+    dd_buf_printf(&rp->sql, ",%d,%lld,", (int)it->rkm->partition, (long long)it->rkm->offset);
+}
+
+void dd_replay_put_text(dd_replay_t *rp, const char *s)
+{
+    if (s && *s)
+        dd_db_quote(&rp->sql, dd_db_mysql(rp->db), s, strnlen(s, 1024));
+    else
+        dd_buf_puts(&rp->sql, "NULL");
+}
+
+/* Records the keys met for the first time; the verdict is final for them. */
+static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
+{
+    int any = 0;
+
+    dd_buf_reset(&rp->sql);
+    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_key (biz_key, msg_hash, topic, kpartition, "
+                          "koffset, status, reason, stored_hash, detail) VALUES ");
+    for (size_t i = 0; i < u; i++) {
+        dd_replay_ukey_t *k = &rp->uk[i];
+        const char *reason;
+        dd_replay_status_t st;
+        if (k->seen) continue;
+        st = dd_replay_judge(k, &reason);
+        rp->sum.keys++;
+        rp->sum.status[st]++;
+        dd_buf_puts(&rp->sql, any++ ? ",(" : "(");
+        dd_db_hex(&rp->sql, k->first->key, k->first->key_len);
+        dd_buf_puts(&rp->sql, ",");
+        dd_db_hex(&rp->sql, k->first_hash, DD_HASH_LEN);
+        dd_buf_puts(&rp->sql, ",");
+        dd_replay_put_pos(rp, k->first);
+        dd_buf_printf(&rp->sql, "%d,", (int)st);
+        dd_replay_put_text(rp, reason);
+        dd_buf_puts(&rp->sql, ",");
+        if (k->has_row)
+            dd_db_hex(&rp->sql, k->row_hash, DD_HASH_LEN);
+        else
+            dd_buf_puts(&rp->sql, "NULL");
+        dd_buf_puts(&rp->sql, ",");
+        dd_replay_put_text(rp, st == DD_RS_FAILED ? k->row_error : NULL);
+        dd_buf_puts(&rp->sql, ")");
+    }
+    return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
+}
+
+/* A bad message, or a copy whose hash differs from its key's first message. */
+static void dd_replay_put_event(dd_replay_t *rp, const dd_item_t *it, int *any,
+                                const unsigned char *first_hash)
+{
+    dd_buf_puts(&rp->sql, (*any)++ ? ",(" : "(");
+    if (first_hash) {
+        dd_db_hex(&rp->sql, it->key, it->key_len);
+        dd_buf_puts(&rp->sql, ",");
+        dd_db_hex(&rp->sql, it->hash, DD_HASH_LEN);
+    } else {
+        dd_buf_puts(&rp->sql, "NULL,NULL");
+    }
+    dd_buf_puts(&rp->sql, ",");
+    dd_replay_put_pos(rp, it);
+    dd_buf_printf(&rp->sql, "%d,'%s',", first_hash ? DD_RS_CONFLICT : DD_RS_BAD,
+                  first_hash ? "copy_differs" : dd_reason2str(it->reason));
+    if (first_hash)
+        dd_db_hex(&rp->sql, first_hash, DD_HASH_LEN);
+    else
+        dd_buf_puts(&rp->sql, "NULL");
+    dd_buf_puts(&rp->sql, ",");
+    dd_replay_put_text(rp, first_hash ? "hash differs from the first message of this key in the "
+                                        "range"
+                                      : it->error);
+    dd_buf_puts(&rp->sql, ")");
+}
+
+static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    int any = 0;
+
+    dd_buf_reset(&rp->sql);
+    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_event (biz_key, msg_hash, topic, kpartition, "
+                          "koffset, status, reason, stored_hash, detail) VALUES ");
+    for (size_t i = 0; i < rp->n; i++) {
+        dd_item_t *it = rp->batch[i];
+        const dd_replay_ukey_t *k;
+        if (it->outcome == DD_OUT_DLQ) {
+            rp->sum.status[DD_RS_BAD]++;
+            rp->sum.bad[it->reason]++;
+            dd_replay_put_event(rp, it, &any, NULL);
+            continue;
+        }
+        k = &rp->uk[rp->ukidx[i]];
+        if ((k->seen || k->first != it) && memcmp(it->hash, k->first_hash, DD_HASH_LEN) != 0) {
+            rp->sum.copy_conflicts++;
+            dd_replay_put_event(rp, it, &any, k->first_hash);
+        }
+    }
+    return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
+}
+
+/* Hands the first message of each key that needs repair to the lane; frees
+ * the rest of the batch. */
+static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    for (size_t i = 0; rp->args->apply && i < u; i++) {
+        dd_replay_ukey_t *k = &rp->uk[i];
+        const char *reason;
+        dd_replay_status_t st;
+        if (k->seen) continue;
+        st = dd_replay_judge(k, &reason);
+        if (st == DD_RS_MISSING || (st == DD_RS_FAILED && rp->conf->dedup.retry_failed)) {
+            rp->batch[k->first->seq] = NULL;
+            if (!rc)
+                rc = dd_replay_apply_push(rp, k->first, errstr, errstr_size);
+            else
+                dd_item_destroy(k->first, NULL);
+        }
+    }
+    for (size_t i = 0; i < rp->n; i++)
+        dd_item_destroy(rp->batch[i], NULL);
+    rp->n = 0;
+    return rc;
+}
+
+int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    size_t u;
+    int rc = DD_OK;
+
+    if (rp->n == 0) return DD_OK;
+    u = dd_replay_group(rp);
+    if (u > 0) rc = dd_replay_lookup_seen(rp, u, errstr, errstr_size);
+    if (!rc && u > 0) rc = dd_replay_lookup_rows(rp, u, errstr, errstr_size);
+    if (!rc && u > 0) rc = dd_replay_record_keys(rp, u, errstr, errstr_size);
+    if (!rc) rc = dd_replay_record_events(rp, errstr, errstr_size);
+    if (rc) {
+        u = 0; /* nothing goes to the lane after a failed lookup */
+        rp->args->apply = 0;
+    }
+    int drc = dd_replay_dispatch(rp, u, errstr, errstr_size);
+    return rc ? rc : drc;
+}
+
+/* Parses one message into the batch (bad ones marked DD_OUT_DLQ). */
+int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size)
+{
+    dd_item_t *item = dd_item_new();
+
+    if (!item) {
+        rd_kafka_message_destroy(rkm);
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    item->rkm = rkm;
+    item->seq = rp->n;
+    rp->sum.messages++;
+    if (dd_parse_message(rp->doc, rp->conf, rp->tmpl, rkm->payload, rkm->len, &item->json,
+                         item->key, &item->key_len, &item->reason, item->error,
+                         sizeof(item->error)) != DD_OK) {
+        item->outcome = DD_OUT_DLQ;
+    } else if (dd_hash_doc(rp->hspec, rp->doc, item->hash) != DD_OK) {
+        rp->batch[rp->n++] = item; /* freed with the batch */
+        dd_errstr_set(errstr, errstr_size,
+                      "cannot compute the request hash of %s [%d] at "
+                      "offset %lld (out of memory or a libcrypto error)",
+                      rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset);
+        return DD_ERR_NOMEM;
+    } else {
+        item->hashed = 1;
+    }
+    rp->batch[rp->n++] = item;
+    return rp->n == DD_REPLAY_BATCH ? dd_replay_flush(rp, errstr, errstr_size) : DD_OK;
+}

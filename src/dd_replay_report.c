@@ -1,0 +1,365 @@
+/*
+ * `dedupd replay`'s report: every verdict that is not `applied` (and with
+ * --orphans the dedup rows of the range whose key never showed up), in
+ * topic/partition/offset order, streamed from the temporary tables as JSON
+ * or CSV, and a summary table on stderr.
+ */
+#include "dd_replay_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_text.h"
+#include "dd_utf8.h"
+
+static const char *const dd_replay_status_names[DD_RS_CNT] = {
+    "none", "applied", "missing", "conflict", "failed", "processing", "bad"};
+
+static const char *const dd_replay_apply_names[DD_RA_CNT] = {"none", "repaired", "already_applied",
+                                                             "failed"};
+static const char *const dd_replay_row_names[3] = {"processing", "applied", "failed"};
+
+/* One line of the report, from dd_replay_key / dd_replay_event (a verdict)
+ * or from dd_replay_orphan (status "orphan"). NULL fields are left out. */
+typedef struct {
+    const char *status, *reason, *topic;
+    const char *partition, *offset;
+    const char *key;
+    size_t key_len;
+    const char *hash, *stored_hash, *detail, *apply, *apply_error, *row_status, *created_at;
+} dd_replay_entry_t;
+
+static void dd_replay_json_field(FILE *out, const char *name, const char *v, int number)
+{
+    if (!v) return;
+    fprintf(out, ",\"%s\":", name);
+    if (number)
+        fputs(v, out);
+    else
+        dd_text_json_fputs(out, v, strlen(v), 0);
+}
+
+static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int first)
+{
+    fputs(first ? "\n    {" : ",\n    {", out);
+    fputs("\"key\":", out);
+    if (!e->key) {
+        fputs("null", out);
+    } else if (dd_utf8_valid(e->key, e->key_len)) {
+        dd_text_json_fputs(out, e->key, e->key_len, 0);
+    } else {
+        /* Keys are bytes; a JSON string cannot hold invalid UTF-8. */
+        fputs("null,\"key_hex\":\"", out);
+        for (size_t i = 0; i < e->key_len; i++) {
+            char hex[2];
+            dd_text_hex(hex, e->key + i, 1, 0);
+            fwrite(hex, 1, 2, out);
+        }
+        fputc('"', out);
+    }
+    dd_replay_json_field(out, "status", e->status, 0);
+    dd_replay_json_field(out, "reason", e->reason, 0);
+    dd_replay_json_field(out, "topic", e->topic, 0);
+    dd_replay_json_field(out, "partition", e->partition, 1);
+    dd_replay_json_field(out, "offset", e->offset, 1);
+    dd_replay_json_field(out, "hash", e->hash, 0);
+    dd_replay_json_field(out, "stored_hash", e->stored_hash, 0);
+    dd_replay_json_field(out, "row_status", e->row_status, 0);
+    dd_replay_json_field(out, "created_at", e->created_at, 0);
+    dd_replay_json_field(out, "detail", e->detail, 0);
+    dd_replay_json_field(out, "apply", e->apply, 0);
+    dd_replay_json_field(out, "apply_error", e->apply_error, 0);
+    fputc('}', out);
+}
+
+static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
+{
+    if (v && strcspn(v, ",\"\r\n") < n) {
+        fputc('"', out);
+        for (size_t i = 0; i < n; i++) {
+            if (v[i] == '"') fputc('"', out);
+            fputc(v[i], out);
+        }
+        fputc('"', out);
+    } else if (v) {
+        fwrite(v, 1, n, out);
+    }
+    fputc(last ? '\n' : ',', out);
+}
+
+#define DD_REPLAY_CSV_HEADER                                                                       \
+    "status,reason,topic,partition,offset,key,hash,stored_hash,detail,apply,apply_error\n"
+
+static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
+{
+    const char *v[] = {e->status, e->reason, e->topic, e->partition, e->offset};
+    char detail[1200];
+
+    for (size_t i = 0; i < DD_ARRAY_LEN(v); i++)
+        dd_replay_csv_field(out, v[i], v[i] ? strlen(v[i]) : 0, 0);
+    dd_replay_csv_field(out, e->key, e->key ? e->key_len : 0, 0);
+    dd_replay_csv_field(out, e->hash, e->hash ? strlen(e->hash) : 0, 0);
+    dd_replay_csv_field(out, e->stored_hash, e->stored_hash ? strlen(e->stored_hash) : 0, 0);
+    if (e->row_status)
+        snprintf(detail, sizeof(detail), "row status %s, created %s", e->row_status,
+                 e->created_at ? e->created_at : "?");
+    else
+        snprintf(detail, sizeof(detail), "%s", e->detail ? e->detail : "");
+    dd_replay_csv_field(out, detail, strlen(detail), 0);
+    dd_replay_csv_field(out, e->apply, e->apply ? strlen(e->apply) : 0, 0);
+    dd_replay_csv_field(out, e->apply_error, e->apply_error ? strlen(e->apply_error) : 0, 1);
+}
+
+static const char *dd_replay_name(const char *const *names, int cnt, const char *num)
+{
+    int v = num ? atoi(num) : -1;
+
+    return v >= 0 && v < cnt ? names[v] : "unknown";
+}
+
+/* Streams the verdicts that are not `applied`, in topic/partition/offset
+ * order, to the report. Returns 0 or DD_ERR_FATAL. */
+static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, size_t errstr_size)
+{
+    static const char cols[] = "status, reason, topic, kpartition, koffset, biz_key, "
+                               "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail";
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int n = 0;
+
+    dd_buf_reset(&rp->sql);
+    dd_buf_printf(&rp->sql,
+                  "SELECT %s, outcome, outcome_error FROM dd_replay_key WHERE status <> %d "
+                  "UNION ALL SELECT %s, 0, NULL FROM dd_replay_event ORDER BY 3, 4, 5",
+                  cols, DD_RS_APPLIED, cols);
+    if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        int outcome = atoi(row[9]);
+        dd_replay_entry_t e = {
+            .status = dd_replay_name(dd_replay_status_names, DD_RS_CNT, row[0]),
+            .reason = row[1],
+            .topic = row[2],
+            .partition = row[3],
+            .offset = row[4],
+            .key = row[5],
+            .key_len = len[5],
+            .hash = row[6],
+            .stored_hash = row[7],
+            .detail = row[8],
+            .apply_error = row[10],
+            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[9]) : NULL,
+        };
+        if (rp->args->csv)
+            dd_replay_csv_entry(out, &e);
+        else
+            dd_replay_json_entry(out, &e, n == 0);
+        n++;
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* --orphans: dedup rows whose first-seen position is inside the replayed
+ * range but whose key never showed up in it. The anti-join runs in the
+ * database against dd_replay_key (a full scan of the dedup table: it has
+ * no index on topic/partition/offset), into a temporary table. */
+static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(rp->db);
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int any = 0, rc;
+
+    dd_buf_reset(&rp->sql);
+    dd_buf_printf(&rp->sql,
+                  "CREATE TEMPORARY TABLE dd_replay_orphan ENGINE=InnoDB AS SELECT d.biz_key, "
+                  "d.topic, d.kpartition, d.koffset, d.status, d.request_hash, d.created_at "
+                  "FROM `%s` d WHERE NOT EXISTS (SELECT 1 FROM dd_replay_key k WHERE "
+                  "k.biz_key = d.biz_key) AND (FALSE",
+                  rp->conf->dedup.table);
+    for (int i = 0; i < rp->part_cnt; i++) {
+        const dd_replay_part_t *pt = &rp->parts[i];
+        if (pt->start >= pt->end) continue;
+        dd_buf_puts(&rp->sql, " OR (d.topic = ");
+        dd_db_quote(&rp->sql, mysql, pt->topic, strlen(pt->topic));
+        dd_buf_printf(&rp->sql,
+                      " AND d.kpartition = %d AND d.koffset >= %lld AND d.koffset < %lld)",
+                      (int)pt->partition, (long long)pt->start, (long long)pt->end);
+        any = 1;
+    }
+    dd_buf_puts(&rp->sql, any ? ")" : ") AND FALSE");
+    rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
+    if (rc) return rc;
+    dd_buf_reset(&rp->sql);
+    dd_buf_puts(&rp->sql, "SELECT COUNT(*) FROM dd_replay_orphan");
+    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
+    if ((row = mysql_fetch_row(res))) rp->sum.orphans = strtoull(row[0], NULL, 10);
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int n = 0;
+
+    dd_buf_reset(&rp->sql);
+    dd_buf_puts(&rp->sql, "SELECT biz_key, topic, kpartition, koffset, status, "
+                          "LOWER(HEX(request_hash)), created_at FROM dd_replay_orphan "
+                          "ORDER BY topic, kpartition, koffset");
+    if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        dd_replay_entry_t e = {
+            .status = "orphan",
+            .reason = "key_not_in_range",
+            .key = row[0],
+            .key_len = len[0],
+            .topic = row[1],
+            .partition = row[2],
+            .offset = row[3],
+            .row_status = dd_replay_name(dd_replay_row_names, 3, row[4]),
+            .stored_hash = row[5],
+            .created_at = row[6],
+        };
+        if (rp->args->csv)
+            dd_replay_csv_entry(out, &e);
+        else
+            dd_replay_json_entry(out, &e, n == 0);
+        n++;
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* The summary's name=value pairs, shared by the JSON object, the CSV
+ * trailer and the table on stderr. */
+typedef struct {
+    const char *name;
+    uint64_t value;
+} dd_replay_kv_t;
+
+static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
+{
+    const dd_replay_sum_t *s = &rp->sum;
+    size_t n = 0;
+
+    kv[n++] = (dd_replay_kv_t){"messages", s->messages};
+    kv[n++] = (dd_replay_kv_t){"keys", s->keys};
+    for (int i = DD_RS_APPLIED; i < DD_RS_CNT; i++)
+        kv[n++] = (dd_replay_kv_t){dd_replay_status_names[i], s->status[i]};
+    for (int i = DD_REASON_BAD_JSON; i <= DD_REASON_PAYLOAD_TOO_LARGE; i++)
+        kv[n++] = (dd_replay_kv_t){dd_reason2str((dd_reason_t)i), s->bad[i]};
+    kv[n++] = (dd_replay_kv_t){"copy_conflicts", s->copy_conflicts};
+    if (rp->args->apply) {
+        kv[n++] = (dd_replay_kv_t){"repaired", s->apply[DD_RA_REPAIRED]};
+        kv[n++] = (dd_replay_kv_t){"already_applied", s->apply[DD_RA_ALREADY_APPLIED]};
+        kv[n++] = (dd_replay_kv_t){"apply_failed", s->apply[DD_RA_FAILED]};
+    }
+    if (rp->args->orphans) kv[n++] = (dd_replay_kv_t){"orphans", s->orphans};
+    return n;
+}
+
+#define DD_REPLAY_KV_MAX 24
+
+static void dd_replay_write_head(dd_replay_t *rp, FILE *out, int complete)
+{
+    dd_replay_kv_t kv[DD_REPLAY_KV_MAX];
+    size_t n = dd_replay_kvs(rp, kv);
+
+    fprintf(out, "{\n  \"summary\": {\"mode\":\"%s\",\"complete\":%s",
+            rp->args->apply ? "apply" : "report", complete ? "true" : "false");
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, ",\"%s\":%llu", kv[i].name, (unsigned long long)kv[i].value);
+    fputs("},\n  \"ranges\": [", out);
+    for (int i = 0; i < rp->part_cnt; i++) {
+        const dd_replay_part_t *pt = &rp->parts[i];
+        fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
+        dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
+        fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld}",
+                (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+    }
+    fputs("\n  ],\n  \"entries\": [", out);
+}
+
+static void dd_replay_write_trailer(dd_replay_t *rp, FILE *out, int complete)
+{
+    dd_replay_kv_t kv[DD_REPLAY_KV_MAX];
+    size_t n = dd_replay_kvs(rp, kv);
+
+    fprintf(out, "# summary mode=%s complete=%d", rp->args->apply ? "apply" : "report", complete);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, " %s=%llu", kv[i].name, (unsigned long long)kv[i].value);
+    fputc('\n', out);
+    for (int i = 0; i < rp->part_cnt; i++)
+        fprintf(out, "# range topic=%s partition=%d from=%lld to=%lld read_to=%lld\n",
+                rp->parts[i].topic, (int)rp->parts[i].partition, (long long)rp->parts[i].start,
+                (long long)rp->parts[i].end, (long long)rp->parts[i].pos);
+}
+
+static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errstr,
+                           size_t errstr_size)
+{
+    int rc;
+
+    if (rp->args->csv)
+        fputs(DD_REPLAY_CSV_HEADER, out);
+    else
+        dd_replay_write_head(rp, out, complete);
+    rc = dd_replay_write_entries(rp, out, errstr, errstr_size);
+    if (!rc && rp->args->orphans && !rp->args->csv) fputs("\n  ],\n  \"orphans\": [", out);
+    if (!rc && rp->args->orphans) rc = dd_replay_write_orphans(rp, out, errstr, errstr_size);
+    if (rp->args->csv)
+        dd_replay_write_trailer(rp, out, complete);
+    else
+        fputs("\n  ]\n}\n", out);
+    return rc;
+}
+
+int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_size)
+{
+    const char *path = rp->args->report;
+    FILE *out = path ? fopen(path, "w") : stdout;
+    int rc = DD_OK;
+
+    if (!out) {
+        dd_errstr_set(errstr, errstr_size, "cannot write %s: %s", path, strerror(errno));
+        return DD_ERR_IO;
+    }
+    if (rp->args->orphans) rc = dd_replay_find_orphans(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_write(rp, out, complete, errstr, errstr_size);
+    if (fflush(out) != 0 || ferror(out)) {
+        if (!rc)
+            dd_errstr_set(errstr, errstr_size, "writing %s: %s", path ? path : "stdout",
+                          strerror(errno));
+        rc = rc ? rc : DD_ERR_IO;
+    }
+    if (path && fclose(out) != 0 && !rc) {
+        dd_errstr_set(errstr, errstr_size, "writing %s: %s", path, strerror(errno));
+        rc = DD_ERR_IO;
+    }
+    return rc;
+}
+
+void dd_replay_print_summary(dd_replay_t *rp, int complete)
+{
+    dd_replay_kv_t kv[DD_REPLAY_KV_MAX];
+    size_t n = dd_replay_kvs(rp, kv);
+    double secs = (double)(dd_now_ms() - rp->progress_line.t0_ms) / 1000.0;
+
+    fprintf(stderr, "dedupd replay (%s%s): %d partition(s) in %.1f s\n",
+            rp->args->apply ? "apply" : "report only", complete ? "" : ", INTERRUPTED",
+            rp->part_cnt, secs);
+    for (size_t i = 0; i < n; i++) {
+        int sub =
+            i >= 2 + (DD_RS_CNT - 1) && i < 2 + (DD_RS_CNT - 1) + (DD_REASON_PAYLOAD_TOO_LARGE + 1);
+        if (sub && kv[i].value == 0)
+            continue; /* bad-message breakdown: only the reasons that occurred */
+        fprintf(stderr, "  %s%-*s %12llu\n", sub ? "  " : "", sub ? 16 : 18, kv[i].name,
+                (unsigned long long)kv[i].value);
+    }
+}

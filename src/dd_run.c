@@ -1,0 +1,173 @@
+/*
+ * `dedupd run`: the consumer, with what runs beside it. Validates the
+ * configuration as `dedupd check` does, makes sure the dedup table holds
+ * keys of this dedupd's format, then runs the pipeline with the HTTP
+ * endpoint and the background purge until SIGTERM/SIGINT (or, with
+ * --exit-at-end, until every assigned partition is applied and committed),
+ * and prints a summary line on stdout.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dd_cmd.h"
+#include "dd_common.h"
+#include "dd_db.h"
+#include "dd_handler.h"
+#include "dd_http.h"
+#include "dd_log.h"
+#include "dd_migrate.h"
+#include "dd_pipeline.h"
+#include "dd_purge.h"
+#include "dd_validate.h"
+
+#ifndef DEDUPD_VERSION
+#define DEDUPD_VERSION "0.1.0"
+#endif
+
+typedef struct {
+    int exit_at_end;
+} dd_run_opts_t;
+
+static int dd_run_parse(void *opts, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"exit-at-end", no_argument, NULL, 'e'},
+                                             {NULL, 0, NULL, 0}};
+    dd_run_opts_t *o = opts;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c != 'e') return DD_EXIT_USAGE;
+        o->exit_at_end = 1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dedupd run: unexpected argument '%s'\n", argv[optind]);
+        return DD_EXIT_USAGE;
+    }
+    return DD_EXIT_OK;
+}
+
+/* The summary line (stdout): what the bench and the tests read. */
+static void dd_run_summary(dd_pipeline_t *pl)
+{
+    dd_stats_t s;
+    uint64_t dl = 0;
+
+    dd_pipeline_stats(pl, &s);
+    for (int i = 0; i < DD_REASON_CNT; i++)
+        dl += s.dead_letters[i];
+    printf("summary messages=%llu applied=%llu duplicates=%llu conflicts=%llu retries=%llu "
+           "dead_letters=%llu",
+           (unsigned long long)s.messages, (unsigned long long)s.applied,
+           (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
+           (unsigned long long)s.retries, (unsigned long long)dl);
+    for (int i = 0; i < DD_REASON_CNT; i++)
+        printf(" dlq_%s=%llu", dd_reason2str((dd_reason_t)i),
+               (unsigned long long)s.dead_letters[i]);
+    printf(" db_retries=%llu batches=%llu batched=%llu batch_declined=%llu claim_races=%llu",
+           (unsigned long long)s.db_errors_retriable, (unsigned long long)s.batches,
+           (unsigned long long)s.batched, (unsigned long long)s.batch_declined,
+           (unsigned long long)s.claim_races);
+    /* poll -> finished latency, and the time from the first message polled
+     * to the last one finished (what the bench divides by) */
+    printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f active_s=%.3f fetch_wait_s=%.3f\n",
+           (double)dd_stats_latency_us(&s, 0.50) / 1000.0,
+           (double)dd_stats_latency_us(&s, 0.99) / 1000.0,
+           s.first_poll_ms ? (double)(s.last_finish_ms - s.first_poll_ms) / 1000.0 : 0.0,
+           (double)s.fetch_wait_us / 1e6);
+    fflush(stdout);
+}
+
+/* The dedup table must hold keys of the format this dedupd renders. */
+static int dd_run_check_table(const dd_conf_t *conf, char *errstr, size_t errstr_size)
+{
+    dd_db_t *db = NULL;
+    int rc = dd_db_new(&db, conf, errstr, errstr_size);
+
+    if (!rc)
+        rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
+    dd_db_destroy(db);
+    return rc;
+}
+
+/* What the start-up validation found goes to the log. */
+static void dd_run_report(void *opaque, dd_validate_level_t level, const char *what,
+                          const char *text)
+{
+    static const dd_log_level_t levels[] = {DD_LOG_DEBUG, DD_LOG_WARN, DD_LOG_ERROR};
+
+    (void)opaque;
+    dd_log(levels[level], "%s: %s", what, text);
+}
+
+/* The last line, once everything is released, says how it ended. */
+static void dd_run_log_end(const dd_stats_t *end)
+{
+    if (end->abandoned)
+        dd_log(DD_LOG_WARN,
+               "Stopped, abandoning %lld message(s) (%lld of them waiting for "
+               "their dead letter's acknowledgement): their offsets were not committed, so "
+               "they are consumed again after a restart.",
+               (long long)end->abandoned, (long long)end->abandoned_dlq);
+    else
+        dd_log(DD_LOG_INFO, "Stopped cleanly.");
+}
+
+static int dd_run_run(const dd_conf_t *conf, void *opts)
+{
+    const dd_run_opts_t *o = opts;
+    dd_handler_t *h = NULL;
+    dd_pipeline_t *pl = NULL;
+    dd_http_t *http = NULL;
+    dd_purge_t *purge = NULL;
+    dd_stats_t end = {0};
+    char err[1024];
+    int rc;
+
+    dd_signals_install();
+    rc = dd_validate_conf(conf, &h, dd_run_report, NULL, err, sizeof(err));
+    if (!rc) rc = dd_run_check_table(conf, err, sizeof(err));
+    if (!rc) rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
+    if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
+    if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
+    if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
+    if (!rc) rc = dd_purge_start(purge, err, sizeof(err));
+    if (!rc) {
+        dd_log(DD_LOG_INFO, "dedupd %s starting: group %s, %d worker(s), handler %s.",
+               DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
+        rc = dd_pipeline_run(pl, o->exit_at_end, &dd_stop_requested, err, sizeof(err));
+        dd_run_summary(pl);
+        dd_pipeline_stats(pl, &end);
+    }
+    if (rc) dd_log(DD_LOG_ERROR, "Stopping: %s", err);
+    dd_purge_destroy(purge);
+    dd_http_destroy(http);
+    dd_pipeline_destroy(pl);
+    dd_handler_destroy(h);
+    if (!rc) dd_run_log_end(&end);
+    return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
+}
+
+const dd_cmd_t dd_cmd_run = {
+    .name = "run",
+    .args = "-c FILE [--exit-at-end]",
+    .summary = "consume, claim, apply exactly once, store offsets",
+    .help = "usage: dedupd run -c FILE [--exit-at-end]\n"
+            "\n"
+            "Consumes the configured topics, claims each message's business key in the\n"
+            "transaction of the handler's writes, and stores offsets after the commit;\n"
+            "runs until SIGTERM/SIGINT, then finishes the transaction under way.\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE   configuration file (libconfig)\n"
+            "  --exit-at-end       exit 0 once every assigned partition is applied and\n"
+            "                      committed up to its end offset at start\n"
+            "  -h, --help          this text\n"
+            "\n"
+            "Exit status: 0 stopped cleanly, 1 failure, 2 usage error.\n",
+    .flags = DD_CMD_CONFIG,
+    .opts_size = sizeof(dd_run_opts_t),
+    .parse = dd_run_parse,
+    .run = dd_run_run,
+};

@@ -1,0 +1,104 @@
+/*
+ * What `dedupd run` counts: the counters and gauges of the consumer and its
+ * lanes, the dead-letter reasons, and the two histograms (batch duration,
+ * poll -> finish latency).
+ *
+ * The types live here, below the pipeline and the lanes that fill them and
+ * the metrics, summary and health endpoint that read them, so that none of
+ * those needs another's header. A dd_stats_t is a plain value: whoever
+ * holds one guards it (the pipeline and the lane group each under their
+ * own mutex) and hands out copies.
+ */
+#ifndef DD_STATS_H
+#define DD_STATS_H
+
+#include <stdint.h>
+
+/* Why a message is dead-lettered (the dedupd.reason header, the metrics'
+ * reason label). */
+typedef enum {
+    DD_REASON_BAD_JSON = 0,
+    DD_REASON_KEY_MISSING,
+    DD_REASON_KEY_TOO_LONG,
+    DD_REASON_PAYLOAD_TOO_LARGE,
+    DD_REASON_CONFLICT,
+    DD_REASON_REJECTED,
+    DD_REASON_RETRIES_EXHAUSTED,
+    DD_REASON_CNT
+} dd_reason_t;
+
+const char *dd_reason2str(dd_reason_t reason);
+
+/* Upper bounds (seconds) of the batch duration histogram buckets; the last
+ * bucket is +Inf. */
+#define DD_BATCH_BUCKETS 12
+extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
+
+/* Latency histogram: 4 buckets per power of two of microseconds (about
+ * 19% resolution), up to 2^33 us; the last bucket also takes anything
+ * longer. */
+#define DD_LATENCY_BUCKETS 128
+
+typedef struct {
+    uint64_t messages;   /* consumed, each counted once */
+    uint64_t applied;    /* handler OK, committed */
+    uint64_t duplicates; /* skipped: same key and hash already applied (or earlier in the batch) */
+    uint64_t conflicts;  /* same key, different hash */
+    uint64_t retries;    /* handler RETRY */
+    uint64_t db_errors_retriable;
+    uint64_t db_errors_fatal;
+    uint64_t batches;
+    uint64_t batched;        /* applied through the handler's handle_batch() */
+    uint64_t batch_declined; /* handle_batch() declined: went message by message */
+    uint64_t claim_races;    /* a deferred claim lost to another consumer: batch replayed */
+    uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
+
+    /* committed batch durations (claim transaction, handler included) */
+    uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
+    double batch_seconds_sum;
+
+    /* poll -> finished (offset may be stored) latency, microseconds; see
+     * dd_stats_latency_us() for the bucket layout */
+    uint64_t latency_buckets[DD_LATENCY_BUCKETS];
+    int64_t first_poll_ms; /* dd_now_ms() of the first message, 0 before */
+
+    /* time the consumer's polls came back empty while an assigned partition
+     * had more on the broker than was polled (librdkafka's cached high
+     * watermark): waiting on the fetcher, not on the database */
+    int64_t fetch_wait_us;
+
+    /* gauges */
+    int64_t inflight;       /* polled, not yet finished */
+    int assigned;           /* partitions assigned now */
+    int64_t last_loop_ms;   /* dd_now_ms() of the main loop's last turn */
+    int64_t last_finish_ms; /* dd_now_ms() when a message last finished */
+    int running;            /* 1 between start and shutdown */
+
+    /* shutdown: messages given up unfinished (their offsets are not
+     * committed, so they come again), and how many of them only waited
+     * for their dead letter's acknowledgement */
+    int64_t abandoned;
+    int64_t abandoned_dlq;
+} dd_stats_t;
+
+/* The consumer lag of one assigned partition. */
+typedef struct {
+    char topic[256];
+    int32_t partition;
+    int64_t lag; /* high watermark minus the next offset to finish, -1 unknown */
+} dd_lag_t;
+
+/* Adds the counters and histograms of from to to (gauges stay). */
+void dd_stats_add(dd_stats_t *to, const dd_stats_t *from);
+
+/* Counts one committed batch that took secs. */
+void dd_stats_observe_batch(dd_stats_t *s, double secs);
+
+/* The latency bucket of us microseconds. */
+int dd_stats_latency_bucket(int64_t us);
+
+/* The q quantile (0..1) of the poll -> finish latency in microseconds: the
+ * upper bound of the bucket holding it; 0 when nothing finished yet. */
+int64_t dd_stats_latency_us(const dd_stats_t *s, double q);
+
+#endif /* DD_STATS_H */
