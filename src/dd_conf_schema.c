@@ -43,8 +43,8 @@ const dd_conf_item_t dd_conf_items[] = {
              "how long one send is tried before dedupd sends the dead letter again. Its "
              "acks=all cannot be changed. dedupd's own defaults, which this list overrides: "
              "auto.offset.reset=earliest, queued.max.messages.kbytes=65536 (keep the "
-             "prefetch queue above one second of the stream; README, Backpressure and "
-             "memory)."},
+             "prefetch queue above one second of the stream; docs/OPERATIONS.md, Backpressure "
+             "and memory)."},
 
     DD_GROUP("mysql", "MySQL/MariaDB database holding the dedup table and the business tables."),
     {.path = "mysql.host", .type = DD_CT_STRING, .def = "127.0.0.1", DD_AT(mysql.host),

@@ -267,7 +267,7 @@ static int dd_pipeline_behind(dd_pipeline_t *pl)
 
 /* A poll that started at since_us came back empty: while the partitions
  * have more on the broker, that time was spent waiting on the fetcher
- * (dd_stats_t.fetch_wait_us; README, Backpressure and memory). */
+ * (dd_stats_t.fetch_wait_us; docs/OPERATIONS.md, Backpressure and memory). */
 static void dd_pipeline_poll_empty(dd_pipeline_t *pl, int64_t since_us)
 {
     int64_t waited = dd_now_us() - since_us;
