@@ -34,6 +34,7 @@
 
 #include "dd_common.h"
 #include "dd_log.h"
+#include "dd_tls.h"
 
 typedef enum {
     DD_CT_GROUP,
@@ -104,6 +105,7 @@ static int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx);
 static int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx);
+static int dd_conf_check_tls(dd_conf_ctx_t *ctx, int idx);
 
 /* clang-format off */
 #define DD_AT(field) .off = offsetof(dd_conf_t, field), .size = sizeof(((dd_conf_t *)0)->field)
@@ -159,6 +161,32 @@ static const dd_conf_item_t dd_conf_items[] = {
     {.path = "mysql.connect_timeout", .type = DD_CT_DURATION, .def = "5s", .min = DD_MS_SEC,
      .max = DD_MS_HOUR, .unit_ms = DD_MS_SEC, DD_AT(mysql.connect_timeout_s),
      .desc = "Connect timeout (whole seconds)."},
+
+    DD_GROUP("mysql.tls", "TLS to the database server over TCP. A unix socket (mysql.socket) does "
+                          "not leave the machine: connections through one never use TLS."),
+    {.path = "mysql.tls.mode", .type = DD_CT_ENUM, .def = "required", DD_AT(mysql.tls.mode),
+     .parse = dd_tls_mode_parse,
+     .allowed = "disabled|preferred|required|verify_ca|verify_identity",
+     .desc = "As MySQL's --ssl-mode. disabled: no TLS; preferred: TLS when the server offers "
+             "it, else clear text; required: TLS or no session; verify_ca: also the server's "
+             "certificate must be signed by a CA in mysql.tls.ca; verify_identity: also it must "
+             "name mysql.host. preferred and required do not check the certificate, so they "
+             "do not stop a machine in the middle: use verify_identity across any network you "
+             "do not control."},
+    {.path = "mysql.tls.ca", .type = DD_CT_STRING, DD_AT(mysql.tls.ca),
+     .desc = "CA certificates (PEM) the server's certificate must be signed by; needed by, and "
+             "only used by, verify_ca and verify_identity (for a publicly trusted server "
+             "certificate, the system's bundle, e.g. /etc/ssl/certs/ca-certificates.crt). "
+             "Relative paths are relative to the config file's directory."},
+    {.path = "mysql.tls.cert", .type = DD_CT_STRING, DD_AT(mysql.tls.cert),
+     .desc = "Client certificate (PEM) for a server that asks for one (REQUIRE X509); needs "
+             "mysql.tls.key. Relative to the config file's directory."},
+    {.path = "mysql.tls.key", .type = DD_CT_STRING, DD_AT(mysql.tls.key),
+     .desc = "Private key (PEM, not encrypted) of mysql.tls.cert. Relative to the config "
+             "file's directory."},
+    {.path = "mysql.tls.min_version", .type = DD_CT_ENUM, .def = "TLSv1.2",
+     DD_AT(mysql.tls.min_version), .parse = dd_tls_version_parse, .allowed = "TLSv1.2|TLSv1.3",
+     .check = dd_conf_check_tls, .desc = "Oldest TLS version dedupd accepts."},
 
     DD_GROUP("dedup", "How messages are recognised as duplicates."),
     {.path = "dedup.key", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(dedup.key),
@@ -1072,6 +1100,33 @@ static int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
     } else if (!conf->mysql.password && !(conf->mysql.password = strdup(""))) {
         return dd_conf_nomem(ctx);
     }
+    return 0;
+}
+
+/* mysql.tls: paths resolved like handler.path, then the rules between the
+ * settings (dd_tls_conf_check). The hook sits on min_version, the last of
+ * the group. */
+static int dd_conf_check_tls(dd_conf_ctx_t *ctx, int idx)
+{
+    char **paths[] = {&ctx->conf->mysql.tls.ca, &ctx->conf->mysql.tls.cert,
+                      &ctx->conf->mysql.tls.key};
+    const char *setting = NULL;
+    int explicit = 0, rc;
+    char msg[512];
+
+    for (size_t i = 0; i < DD_ARRAY_LEN(paths); i++) {
+        char *resolved;
+        if (!*paths[i]) continue;
+        if (!(resolved = dd_conf_resolve(ctx->conf, *paths[i]))) return dd_conf_nomem(ctx);
+        free(*paths[i]);
+        *paths[i] = resolved;
+    }
+    for (int i = dd_conf_item_idx("mysql.tls.mode"); i <= idx; i++)
+        explicit |= dd_conf_is_explicit(ctx, i);
+    rc = dd_tls_conf_check(ctx->conf, explicit, &setting, msg, sizeof(msg));
+    if (rc == DD_TLS_CONF_WARN)
+        return dd_conf_warn(ctx, dd_conf_item_idx(setting), "%s", msg) ? dd_conf_nomem(ctx) : 0;
+    if (rc) return dd_conf_fail(ctx, dd_conf_item_idx(setting), NULL, "%s", msg);
     return 0;
 }
 

@@ -39,6 +39,13 @@ typedef struct dd_conf_s {
         int connect_timeout_s;
         char *password_env;  /* name of the variable the password came from, or NULL */
         char *password_file; /* resolved path the password came from, or NULL */
+        struct {
+            int mode; /* dd_tls_mode_t; not used over a unix socket */
+            char *ca; /* resolved paths, or NULL */
+            char *cert;
+            char *key;
+            int min_version; /* dd_tls_version_t */
+        } tls;
     } mysql;
 
     struct {

@@ -19,6 +19,7 @@
 
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_grants.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
 
@@ -283,6 +284,7 @@ int dd_purge_main(int argc, char **argv)
      * is one no dedupd of this version should be maintaining. */
     if (dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err)) !=
             DD_OK ||
+        dd_grants_check(db, conf, DD_GRANTS_PURGE, err, sizeof(err)) != DD_OK ||
         dd_purge_pass(db, conf, NULL, &res, err, sizeof(err)) != DD_OK) {
         fprintf(stderr, "dedupd purge: %s\n", err);
         rc = 1;
@@ -452,7 +454,8 @@ int dd_stats_main(int argc, char **argv)
     rc = dd_purge_cmd_open(argc, argv, &conf, &db);
     if (rc) goto out;
     dd_stats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
-    rc = dd_stats_by_status(db, conf->dedup.table, err, sizeof(err));
+    rc = dd_grants_check(db, conf, DD_GRANTS_READ, err, sizeof(err));
+    if (!rc) rc = dd_stats_by_status(db, conf->dedup.table, err, sizeof(err));
     if (!rc) rc = dd_stats_ages(db, conf->dedup.table, err, sizeof(err));
     if (!rc) rc = dd_stats_expired(db, conf, err, sizeof(err));
     if (!rc) rc = dd_stats_failures(db, conf->dedup.table, err, sizeof(err));

@@ -15,6 +15,7 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_db.h"
+#include "dd_grants.h"
 #include "dd_handler.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
@@ -24,6 +25,7 @@
 #include "dd_pipeline.h"
 #include "dd_purge.h"
 #include "dd_replay.h"
+#include "dd_tls.h"
 #include "dd_validate.h"
 
 #ifndef DEDUPD_VERSION
@@ -146,6 +148,7 @@ static int dd_main_check_table(const dd_conf_t *conf, char *errstr, size_t errst
 
     if (!rc)
         rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
+    if (!rc) rc = dd_grants_check(db, conf, dd_grants_run_needs(conf), errstr, errstr_size);
     dd_db_close(db);
     return rc;
 }
@@ -313,8 +316,10 @@ static int dd_main_check(int argc, char **argv)
     if (dd_validate_conf(conf, &h, dd_main_check_report, &warnings, err, sizeof(err)) != DD_OK)
         bad = 1;
     if (dd_db_open(&db, conf, err, sizeof(err)) == DD_OK) {
-        printf("ok   database: connected to %s as %s\n", conf->mysql.database,
-               conf->mysql.user);
+        char tls[200] = "unix socket, no TLS";
+        if (!conf->mysql.socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
+        printf("ok   database: connected to %s as %s (%s)\n", conf->mysql.database,
+               conf->mysql.user, tls);
         if (dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err,
                                sizeof(err)) == DD_OK &&
             version == dd_migrations[dd_migration_cnt - 1].version)
@@ -328,6 +333,11 @@ static int dd_main_check(int argc, char **argv)
             printf("ok   key format: %s records format %d\n", conf->dedup.table, DD_KEY_FORMAT);
         else
             printf("FAIL key format: %s\n", err), bad = 1;
+        if (dd_grants_check(db, conf, dd_grants_run_needs(conf), err, sizeof(err)) == DD_OK)
+            printf("ok   privileges: %s may do what dedupd run does on %s\n", conf->mysql.user,
+                   conf->dedup.table);
+        else
+            printf("FAIL privileges: %s\n", err), bad = 1;
     } else {
         printf("FAIL database: %s\n", err);
         bad = 1;
