@@ -54,6 +54,18 @@ unsigned dd_grants_run_needs(const dd_conf_t *conf)
     return DD_GRANTS_CLAIM | (conf->purge.interval_s > 0 ? DD_GRANTS_PURGE : 0);
 }
 
+/* tmpl with its "%s" replaced by table (the templates are not formats:
+ * keeping them out of printf keeps the compiler's format checks). */
+static void dd_grants_fill(char *out, size_t out_size, const char *tmpl, const char *table)
+{
+    const char *mark = strstr(tmpl, "%s");
+
+    if (mark)
+        snprintf(out, out_size, "%.*s%s%s", (int)(mark - tmpl), tmpl, table, mark + 2);
+    else
+        snprintf(out, out_size, "%s", tmpl);
+}
+
 /* 'name'@'host' from CURRENT_USER()'s "name@host" (the host part is the
  * account's, such as '%', not the address the session came from). */
 static void dd_grants_account(const char *account, char *out, size_t out_size)
@@ -88,7 +100,7 @@ int dd_grants_explain(const char *account, const char *database, const char *tab
                  col + 12, database, table);
     else
         snprintf(object, sizeof(object), "%s.%s", database, table);
-    snprintf(stmt, sizeof(stmt), shown, table);
+    dd_grants_fill(stmt, sizeof(stmt), shown, table);
     snprintf(out, out_size,
              "the database user %s lacks %s on %s (needed to %s: %s): "
              "GRANT %s ON `%s`.%s%s%s TO %s (%s)",
@@ -123,7 +135,7 @@ int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, unsigned needs, char *er
         unsigned int err;
 
         if (!(dd_grants_probes[i].needs & needs)) continue;
-        snprintf(sql, sizeof(sql), dd_grants_probes[i].sql, conf->dedup.table);
+        dd_grants_fill(sql, sizeof(sql), dd_grants_probes[i].sql, conf->dedup.table);
         if (!(stmt = mysql_stmt_init(mysql))) {
             dd_errstr_set(errstr, errstr_size, "out of memory");
             return DD_ERR_NOMEM;
