@@ -13,9 +13,11 @@
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_grants.h"
 #include "dd_handler.h"
 #include "dd_key.h"
 #include "dd_migrate.h"
+#include "dd_tls.h"
 #include "dd_validate.h"
 
 /* Reads metadata of every configured topic. Returns 1 when one failed. */
@@ -79,6 +81,13 @@ static int dd_check_table(const dd_conf_t *conf, dd_db_t *db)
         printf("FAIL key format: %s\n", err);
         bad = 1;
     }
+    if (dd_grants_check(db, conf, dd_grants_run_needs(conf), err, sizeof(err)) == DD_OK) {
+        printf("ok   privileges: %s may do what dedupd run does on %s\n", conf->mysql.user,
+               conf->dedup.table);
+    } else {
+        printf("FAIL privileges: %s\n", err);
+        bad = 1;
+    }
     return bad;
 }
 
@@ -105,7 +114,10 @@ static int dd_check_run(const dd_conf_t *conf, void *opts)
     /* What `dedupd run` checks before it starts, in the same words. */
     if (dd_validate_conf(conf, &h, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
     if (dd_db_new(&db, conf, err, sizeof(err)) == DD_OK) {
-        printf("ok   database: connected to %s as %s\n", conf->mysql.database, conf->mysql.user);
+        char tls[200] = "unix socket, no TLS";
+        if (!conf->mysql.socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
+        printf("ok   database: connected to %s as %s (%s)\n", conf->mysql.database,
+               conf->mysql.user, tls);
         bad |= dd_check_table(conf, db);
     } else {
         printf("FAIL database: %s\n", err);

@@ -16,6 +16,19 @@
 #include <libconfig.h>
 #include <librdkafka/rdkafka.h>
 
+/* mysql.tls.mode, weakest to strongest: a mode includes what the ones
+ * before it do (the names of MySQL's --ssl-mode). */
+typedef enum {
+    DD_TLS_DISABLED,
+    DD_TLS_PREFERRED,
+    DD_TLS_REQUIRED,
+    DD_TLS_VERIFY_CA,
+    DD_TLS_VERIFY_IDENTITY,
+} dd_conf_tls_mode_t;
+
+/* mysql.tls.min_version */
+typedef enum { DD_TLS_V1_2, DD_TLS_V1_3 } dd_conf_tls_version_t;
+
 typedef struct dd_conf_s {
     char *path; /* the file that was loaded */
     char *dir;  /* its directory, for relative paths */
@@ -39,6 +52,13 @@ typedef struct dd_conf_s {
         int connect_timeout_s;
         char *password_env;  /* name of the variable the password came from, or NULL */
         char *password_file; /* resolved path the password came from, or NULL */
+        struct {
+            int mode; /* dd_conf_tls_mode_t; not used over a unix socket */
+            char *ca; /* resolved paths, or NULL */
+            char *cert;
+            char *key;
+            int min_version; /* dd_conf_tls_version_t */
+        } tls;
     } mysql;
 
     struct {
@@ -140,5 +160,15 @@ int dd_conf_kafka_apply(const dd_conf_t *conf, rd_kafka_conf_t *kconf,
 /* Parses "7d", "12h", "30m", "45s", "250ms" or a plain number of seconds into
  * milliseconds. Returns 0 or -1. */
 int dd_conf_parse_duration_ms(const char *s, int64_t *ms);
+
+/* mysql.tls names as in the configuration ("verify_ca", "TLSv1.3"); -1 if
+ * unknown. Case does not matter, as for MySQL's --ssl-mode. */
+int dd_conf_tls_mode_parse(const char *name);
+int dd_conf_tls_version_parse(const char *name);
+const char *dd_conf_tls_mode_name(int mode);
+const char *dd_conf_tls_version_name(int version);
+/* The mode the connections use: mysql.tls.mode, or DD_TLS_DISABLED over a
+ * unix socket (the connection does not leave the machine). */
+int dd_conf_tls_mode(const dd_conf_t *conf);
 
 #endif /* DD_CONF_H */

@@ -6,6 +6,7 @@
  *   dd_conf_check.c   the checks that need the final values of several
  *   dd_conf_doc.c     the references rendered from the table
  *   dd_conf_kafka.c   librdkafka properties
+ *   dd_conf_tls.c     the mysql.tls settings: names and rules
  */
 #ifndef DD_CONF_INT_H
 #define DD_CONF_INT_H
@@ -123,5 +124,8 @@ int dd_conf_check_inflight(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx);
+
+/* dd_conf_tls.c: the mysql.tls rules */
+int dd_conf_check_tls(dd_conf_ctx_t *ctx, int idx);
 
 #endif /* DD_CONF_INT_H */

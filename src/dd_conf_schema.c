@@ -73,6 +73,33 @@ const dd_conf_item_t dd_conf_items[] = {
      .max = DD_MS_HOUR, .unit_ms = DD_MS_SEC, DD_AT(mysql.connect_timeout_s),
      .desc = "Connect timeout (whole seconds)."},
 
+    DD_GROUP("mysql.tls", "TLS to the database server over TCP. A unix socket (mysql.socket) does "
+                          "not leave the machine: connections through one never use TLS."),
+    {.path = "mysql.tls.mode", .type = DD_CT_ENUM, .def = "required", DD_AT(mysql.tls.mode),
+     .parse = dd_conf_tls_mode_parse,
+     .allowed = "disabled|preferred|required|verify_ca|verify_identity",
+     .desc = "As MySQL's --ssl-mode. disabled: no TLS; preferred: TLS when the server offers "
+             "it, else clear text; required: TLS or no session; verify_ca: also the server's "
+             "certificate must be signed by a CA in mysql.tls.ca; verify_identity: also it must "
+             "name mysql.host. preferred and required do not check the certificate, so they "
+             "do not stop a machine in the middle: use verify_identity across any network you "
+             "do not control."},
+    {.path = "mysql.tls.ca", .type = DD_CT_STRING, DD_AT(mysql.tls.ca),
+     .desc = "CA certificates (PEM) the server's certificate must be signed by; needed by, and "
+             "only used by, verify_ca and verify_identity (for a publicly trusted server "
+             "certificate, the system's bundle, e.g. /etc/ssl/certs/ca-certificates.crt). "
+             "Relative paths are relative to the config file's directory."},
+    {.path = "mysql.tls.cert", .type = DD_CT_STRING, DD_AT(mysql.tls.cert),
+     .desc = "Client certificate (PEM) for a server that asks for one (REQUIRE X509); needs "
+             "mysql.tls.key. Relative to the config file's directory."},
+    {.path = "mysql.tls.key", .type = DD_CT_STRING, DD_AT(mysql.tls.key),
+     .desc = "Private key (PEM, not encrypted) of mysql.tls.cert. Relative to the config "
+             "file's directory."},
+    {.path = "mysql.tls.min_version", .type = DD_CT_ENUM, .def = "TLSv1.2",
+     DD_AT(mysql.tls.min_version), .parse = dd_conf_tls_version_parse,
+     .allowed = "TLSv1.2|TLSv1.3", .check = dd_conf_check_tls,
+     .desc = "Oldest TLS version dedupd accepts."},
+
     DD_GROUP("dedup", "How messages are recognised as duplicates."),
     {.path = "dedup.key", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(dedup.key),
      .allowed = "contains ${path}", .check = dd_conf_check_key,

@@ -15,6 +15,7 @@
 #include "dd_common.h"
 #include "dd_log.h"
 #include "dd_text.h"
+#include "dd_tls.h"
 
 struct dd_db_s {
     MYSQL *mysql;
@@ -138,6 +139,8 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
     unsigned int rw_timeout = 60;
     my_bool off = 0;
     unsigned int err;
+    char why[400], where[300];
+    const char *tls;
     int rc;
 
     db->mysql = mysql_init(NULL);
@@ -154,22 +157,33 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
     mysql_options(db->mysql, MYSQL_INIT_COMMAND,
                   "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
     mysql_options(db->mysql, MYSQL_INIT_COMMAND, "SET autocommit = 1");
+    if ((rc = dd_tls_set_options(db->mysql, conf, errstr, errstr_size))) {
+        mysql_close(db->mysql);
+        db->mysql = NULL;
+        return rc;
+    }
 
     if (!mysql_real_connect(db->mysql, conf->mysql.socket ? NULL : conf->mysql.host,
                             conf->mysql.user, conf->mysql.password ? conf->mysql.password : "",
                             conf->mysql.database, (unsigned int)conf->mysql.port,
                             conf->mysql.socket, CLIENT_MULTI_STATEMENTS)) {
         err = mysql_errno(db->mysql);
-        dd_errstr_set(errstr, errstr_size, "cannot connect to MySQL at %s (database %s): %u: %s",
-                      conf->mysql.socket ? conf->mysql.socket : conf->mysql.host,
-                      conf->mysql.database, err, mysql_error(db->mysql));
+        tls = dd_tls_explain(conf, err, mysql_error(db->mysql), why, sizeof(why));
+        if (conf->mysql.socket)
+            snprintf(where, sizeof(where), "%s", conf->mysql.socket);
+        else
+            snprintf(where, sizeof(where), "%s:%d", conf->mysql.host, conf->mysql.port);
+        dd_errstr_set(
+            errstr, errstr_size, "cannot connect to MySQL at %s (database %s): %s%s%u: %s", where,
+            conf->mysql.database, tls ? tls : "", tls ? ": " : "", err, mysql_error(db->mysql));
         mysql_close(db->mysql);
         db->mysql = NULL;
         return err == 1045 || err == 1044 || err == 1049 ? DD_ERR_FATAL : DD_ERR_RETRIABLE;
     }
     db->returning = dd_db_server_has_returning(db->mysql);
     db->bulk = dd_db_server_has_bulk(db->mysql);
-    rc = dd_db_read_max_packet(db, errstr, errstr_size);
+    rc = dd_tls_check_session(db->mysql, conf, errstr, errstr_size);
+    if (!rc) rc = dd_db_read_max_packet(db, errstr, errstr_size);
     if (!rc) rc = dd_db_check_statement(db, errstr, errstr_size);
     if (rc) {
         mysql_close(db->mysql);

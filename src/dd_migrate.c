@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mysqld_error.h>
+
 #include "dd_common.h"
 #include "dd_db.h"
 #include "dd_key.h"
@@ -28,14 +30,14 @@ int dd_migrate_version(MYSQL *db, const char *table, int *version, char *errstr,
     char sql[256], esc[160];
     MYSQL_RES *res;
     MYSQL_ROW row;
-    int rc;
 
     *version = 0;
-    rc = dd_db_exec_raw(db, dd_migrate_schema_sql, errstr, errstr_size);
-    if (rc) return rc;
     mysql_real_escape_string(db, esc, table, (unsigned long)strnlen(table, 64));
     snprintf(sql, sizeof(sql), "SELECT version FROM dedupd_schema WHERE table_name = '%s'", esc);
-    if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
+    /* Read only, so `dedupd check` works as the runtime user: no
+     * dedupd_schema yet means nothing was migrated. */
+    if (mysql_query(db, sql) != 0 && mysql_errno(db) == ER_NO_SUCH_TABLE) return DD_OK;
+    if (mysql_errno(db) || !(res = mysql_store_result(db))) {
         dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(db), mysql_error(db));
         return dd_db_classify(mysql_errno(db));
     }
@@ -223,7 +225,8 @@ int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_siz
 
     rc = dd_db_exec_raw(db, "DO GET_LOCK('dedupd_migrate', 60)", errstr, errstr_size);
     if (rc) return rc;
-    rc = dd_migrate_version(db, table, &version, errstr, errstr_size);
+    rc = dd_db_exec_raw(db, dd_migrate_schema_sql, errstr, errstr_size);
+    if (rc == DD_OK) rc = dd_migrate_version(db, table, &version, errstr, errstr_size);
     for (int i = 0; rc == DD_OK && i < dd_migration_cnt; i++) {
         if (dd_migrations[i].version <= version) continue;
         dd_log(DD_LOG_INFO, "Applying migration %s to table %s.", dd_migrations[i].name, table);

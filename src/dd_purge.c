@@ -18,6 +18,7 @@
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_grants.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
 
@@ -202,6 +203,7 @@ static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
     /* Expiry does not depend on keys, but a table of another key format
      * is one no dedupd of this version should be maintaining. */
     if (!rc) rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
+    if (!rc) rc = dd_grants_check(db, conf, DD_GRANTS_PURGE, err, sizeof(err));
     if (!rc) rc = dd_purge_pass(db, conf, NULL, &res, err, sizeof(err));
     if (rc)
         fprintf(stderr, "dedupd purge: %s\n", err);

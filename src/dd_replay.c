@@ -23,6 +23,7 @@
 
 #include "dd_cmd.h"
 #include "dd_common.h"
+#include "dd_grants.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
 
@@ -93,6 +94,10 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
     if (!rc)
         rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), conf->dedup.table, errstr,
                                          errstr_size);
+    if (!rc)
+        rc = dd_grants_check(rp->db, conf,
+                             DD_GRANTS_READ | DD_GRANTS_TEMP | (args->apply ? DD_GRANTS_CLAIM : 0),
+                             errstr, errstr_size);
     if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);

@@ -13,6 +13,7 @@
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_grants.h"
 #include "dd_handler.h"
 #include "dd_http.h"
 #include "dd_log.h"
@@ -87,6 +88,7 @@ static int dd_run_check_table(const dd_conf_t *conf, char *errstr, size_t errstr
 
     if (!rc)
         rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
+    if (!rc) rc = dd_grants_check(db, conf, dd_grants_run_needs(conf), errstr, errstr_size);
     dd_db_destroy(db);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_grants.h"
 
 /* Runs a SELECT and returns its stored result, or NULL with errstr set. */
 static MYSQL_RES *dd_tablestats_select(dd_db_t *db, const char *sql, char *errstr,
@@ -170,8 +171,9 @@ static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
     rc = dd_db_new(&db, conf, err, sizeof(err));
     if (!rc) {
         dd_tablestats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
-        rc = dd_tablestats_by_status(db, conf->dedup.table, err, sizeof(err));
+        rc = dd_grants_check(db, conf, DD_GRANTS_READ, err, sizeof(err));
     }
+    if (!rc) rc = dd_tablestats_by_status(db, conf->dedup.table, err, sizeof(err));
     if (!rc) rc = dd_tablestats_ages(db, conf->dedup.table, err, sizeof(err));
     if (!rc) rc = dd_tablestats_expired(db, conf, err, sizeof(err));
     if (!rc) rc = dd_tablestats_failures(db, conf->dedup.table, err, sizeof(err));

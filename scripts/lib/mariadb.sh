@@ -2,16 +2,23 @@
 # Private MariaDB instances for tests, the demo and the bench.
 #
 # Every instance lives in its own directory (datadir, socket, pid file, error
-# log) and is started with --no-defaults and --skip-networking, so it never
-# reads the system's my.cnf and never touches a system MariaDB that may be
-# installed or running next to it. Source this file, then:
+# log) and is started with --no-defaults and, unless given a TCP port,
+# --skip-networking, so it never reads the system's my.cnf and never touches
+# a system MariaDB that may be installed or running next to it. Source this
+# file, then:
 #
-#   dd_mariadb_start DIR     initialise DIR/data if needed, start, wait; exports
-#                            DD_MYSQL_SOCKET=DIR/mysqld.sock
+#   dd_mariadb_start DIR [OPTION...]   initialise DIR/data if needed, start,
+#                            wait; exports DD_MYSQL_SOCKET=DIR/mysqld.sock
 #   dd_mariadb_stop DIR      clean shutdown (kill by pid file as a fallback)
 #   dd_mariadb_kill9 DIR     SIGKILL, as a crash test's power cut
-#   dd_mariadb_restart DIR   start again on the same datadir (crash recovery)
+#   dd_mariadb_restart DIR [OPTION...]   start again on the same datadir
+#                            (crash recovery)
 #   dd_mariadb_client DIR [mariadb args...]   run the client on that socket
+#
+# OPTIONs go to mariadbd after the fixed ones, e.g. --ssl-cert=...; with a
+# --port=N among them the server also listens on TCP (give --bind-address,
+# such as 127.0.0.1), else it has no network at all. A restart takes only
+# the options it is given.
 #
 # Durability stays at the default (innodb_flush_log_at_trx_commit=1) because
 # crash tests kill the server and expect committed transactions to survive.
@@ -61,7 +68,9 @@ _dd_mariadb_install() {
 
 # Starts mariadbd on an installed datadir and waits until it answers.
 _dd_mariadb_launch() {
-  local dir="$1" waited=0
+  local dir="$1" waited=0 net=--skip-networking opt
+  shift
+  for opt in "$@"; do [[ $opt == --port=* ]] && net=; done
   if _dd_mariadb_alive "$dir"; then
     _dd_mariadb_fail "$dir" "a server is already running for $dir (pid $(_dd_mariadb_pid "$dir"))"
     return 1
@@ -77,7 +86,7 @@ _dd_mariadb_launch() {
     --log-error="$dir/mysqld.err" \
     --tmpdir="$dir" \
     --user="$(id -un)" \
-    --skip-networking \
+    ${net:+"$net"} \
     --skip-name-resolve \
     --skip-log-bin \
     --performance-schema=OFF \
@@ -86,6 +95,7 @@ _dd_mariadb_launch() {
     --innodb-flush-log-at-trx-commit=1 \
     --max-connections=500 \
     --character-set-server=utf8mb4 \
+    "$@" \
     </dev/null >>"$dir/mysqld.out" 2>&1 &
   local launcher=$!
 
@@ -115,8 +125,9 @@ dd_mariadb_start() {
   local dir="${1:?usage: dd_mariadb_start DIR}"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
+  shift
   _dd_mariadb_install "$dir" || return 1
-  _dd_mariadb_launch "$dir"
+  _dd_mariadb_launch "$dir" "$@"
 }
 
 dd_mariadb_restart() {
@@ -126,7 +137,8 @@ dd_mariadb_restart() {
     _dd_mariadb_fail "$dir" "no datadir to restart in $dir/data"
     return 1
   fi
-  _dd_mariadb_launch "$dir"
+  shift
+  _dd_mariadb_launch "$dir" "$@"
 }
 
 # Waits up to $2 tenths of a second for the pid in DIR's pid file to exit.

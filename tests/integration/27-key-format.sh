@@ -66,7 +66,7 @@ printf '0\t-\t{"id":"b"}\n' | tb_produce 2>/dev/null || tb_die "produce failed"
 other='holds keys of format 3, this dedupd renders format 2'
 expect_refusal "run refuses a table of format 3" "$other" "$DEDUPD" run -c "$TB_CONF" --exit-at-end
 expect_refusal "migrate refuses to change a recorded format" "$other" \
-  "$DEDUPD" migrate -c "$TB_CONF"
+  env DEDUPD_MYSQL_USER="$TB_MIG_USER" "$DEDUPD" migrate -c "$TB_CONF"
 tb_eq "the recorded format stays" "dedupd key_format=3" "$(comment)"
 tb_eq "b not applied" 0 "$(tb_sql "SELECT COUNT(*) FROM th_effect WHERE biz_key = 'ev:b'")"
 

@@ -18,6 +18,7 @@ trap 'rc=$?; for p in "${TB_PIDS[@]}"; do _tb_reap "$p"; done
 dd_mariadb_start "$db2" >"$TB_DIR/db2-start.log" 2>&1 || tb_die "cannot start the second MariaDB"
 export DD_TEST_MYSQL_SOCKET="$db2/mysqld.sock"
 _tb_mariadb -e "CREATE DATABASE \`$TB_DB\`" || tb_die "cannot create $TB_DB on the second MariaDB"
+tb_users
 
 tb_mock events:2
 port=$(th_free_port)

@@ -9,12 +9,12 @@ tb_init logs_json
 tb_mock payments:2
 pw='Pw-0b5cure-7Q'
 kpw='Kafka-S3cret-9'
-_tb_mariadb -e "DROP USER IF EXISTS 'dd_secret'@'localhost'; CREATE USER 'dd_secret'@'localhost' IDENTIFIED BY '$pw'; GRANT ALL ON \`$TB_DB\`.* TO 'dd_secret'@'localhost'" ||
-  tb_die "cannot create the database user"
-TB_KAFKA_PROPS="sasl.password=$kpw debug=conf,cgrp" tb_config "$TB_CONF" \
+_tb_mariadb -e "ALTER USER '$TB_MIG_USER'@'%' IDENTIFIED BY '$pw';
+                ALTER USER '$TB_RT_USER'@'%' IDENTIFIED BY '$pw'" ||
+  tb_die "cannot give the database users a password"
+TB_KAFKA_PROPS="sasl.password=$kpw debug=conf,cgrp" \
+  TB_MYSQL_EXTRA='password_env = "DEDUPD_MYSQL_PASSWORD";' tb_config "$TB_CONF" \
   'log = { level = "debug"; format = "json"; };'
-sed -i 's/user = "root";/user = "dd_secret"; password_env = "DEDUPD_MYSQL_PASSWORD";/' "$TB_CONF"
-grep -q 'user = "dd_secret"' "$TB_CONF" || tb_die "could not point the config at dd_secret"
 export DEDUPD_MYSQL_PASSWORD="$pw"
 tb_migrate || tb_die "migrate failed"
 tb_gen --keys 30 --dup-min 1 --dup-max 2 --partitions 2 --bad 8 --conflicts 2 --seed 45

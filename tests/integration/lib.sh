@@ -28,8 +28,19 @@
 #   handler.config)  TB_WORKERS (2)  TB_BATCH_MAX (500)  TB_BATCH_WAIT_MS (20)
 #   TB_KAFKA_PROPS (extra librdkafka "name=value" words)  TB_DEDUP_EXTRA /
 #   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA / TB_HANDLER_EXTRA
-#   (lines inside those groups)  TB_DLQ_TOPIC.
+#   (lines inside those groups)  TB_DLQ_TOPIC  TB_MYSQL_HOST / TB_MYSQL_PORT
+#   (TCP to host:port instead of the socket DD_TEST_MYSQL_SOCKET).
 # Extra arguments after FILE are appended as top-level lines.
+#
+# Database users: dedupd never runs as root here. tb_init creates two users
+# per test, TB_MIG_USER and TB_RT_USER, which get exactly the privileges of
+# sql/grants.sql (docs/OPERATIONS.md, "Database users and privileges") on
+# each database the test migrates: tb_migrate runs `dedupd migrate` as
+# TB_MIG_USER, then grants the runtime privileges of the dedup table and of
+# the handler's tables, and the config tb_config writes connects as
+# TB_RT_USER (run, replay, purge, stats, check). A privilege missing from
+# sql/grants.sql fails the tests. tb_sql and the tests' side channels
+# (killing connections, holding locks) stay root.
 
 set -euo pipefail
 
@@ -45,6 +56,8 @@ TB_MOCK_PID=
 TB_CONF=
 TB_RUN_START=0
 TB_TIMEOUT_MULT=${TB_TIMEOUT_MULT:-1}
+TB_MIG_USER=
+TB_RT_USER=
 
 tb_log() { printf '# %s\n' "$*"; }
 
@@ -115,7 +128,56 @@ tb_init() {
   export DD_TEST_PW=  # tests run without a password; the variable must exist
   _tb_mariadb -e "DROP DATABASE IF EXISTS \`$TB_DB\`; CREATE DATABASE \`$TB_DB\`" ||
     tb_die "cannot create database $TB_DB on $DD_TEST_MYSQL_SOCKET"
-  tb_log "test $TB_NAME: dir $TB_DIR, database $TB_DB"
+  TB_MIG_USER="${TB_DB}_mig"
+  TB_RT_USER="${TB_DB}_rt"
+  tb_users
+  tb_log "test $TB_NAME: dir $TB_DIR, database $TB_DB, users $TB_MIG_USER and $TB_RT_USER"
+}
+
+# tb_users: (re)creates the test's two database users, without privileges,
+# on the server of DD_TEST_MYSQL_SOCKET (tb_private_db calls it for its own).
+tb_users() {
+  _tb_mariadb -e "DROP USER IF EXISTS '$TB_MIG_USER'@'%', '$TB_RT_USER'@'%';
+                  CREATE USER '$TB_MIG_USER'@'%'; CREATE USER '$TB_RT_USER'@'%'" ||
+    tb_die "cannot create the users $TB_MIG_USER and $TB_RT_USER"
+}
+
+# _tb_grants SECTION [TABLE] [PREFIX]: the GRANT statements of
+# sql/grants.sql's [SECTION] for the test's users on TB_DB, the dedup table
+# TABLE (dedup_record) and the ledger's tables with PREFIX.
+_tb_grants() {
+  local table="${2:-dedup_record}" prefix="${3:-}"
+  awk -v s="[$1]" '/^-- \[/ { on = index($0, s) == 4 } on && /^GRANT /' \
+    "$DD_TEST_SRC_DIR/sql/grants.sql" |
+    sed -e "s/\`payments\`/\`$TB_DB\`/g" -e "s/\`dedup_record\`/\`$table\`/g" \
+      -e "s/\`\(ledger_entry\|merchant_balance\|payment_order\)\`/\`$prefix\1\`/g" \
+      -e "s/'dedupd_migrate'@'%'/'$TB_MIG_USER'@'%'/g" -e "s/'dedupd'@'%'/'$TB_RT_USER'@'%'/g"
+}
+
+# The test handlers' tables, granted like a handler's (the ledger's are in
+# sql/grants.sql).
+_tb_grants_th_scripted() {
+  echo "GRANT SELECT, INSERT, UPDATE ON \`$TB_DB\`.\`th_effect\` TO '$TB_RT_USER'@'%';"
+}
+
+# _tb_conf_str NAME: the value of the first `NAME = "..."` in TB_CONF.
+_tb_conf_str() {
+  grep -o "\b$1 = \"[^\"]*\"" "$TB_CONF" | head -n 1 | cut -d'"' -f2
+}
+
+# _tb_grant_runtime: the runtime user's privileges on TB_DB for TB_CONF's
+# dedup table (or DEDUPD_DEDUP_TABLE) and handler.
+_tb_grant_runtime() {
+  local table handler sql
+  table=${DEDUPD_DEDUP_TABLE:-$(_tb_conf_str table)}
+  handler=$(basename "$(_tb_conf_str path)" .so)
+  sql=$(_tb_grants runtime "$table")
+  case "$handler" in
+  ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
+  th_scripted) sql+=$'\n'$(_tb_grants_th_scripted) ;;
+  esac
+  [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
+  _tb_mariadb -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
 }
 
 _tb_mariadb() {
@@ -221,7 +283,12 @@ tb_config() {
     echo "          properties = $(_tb_str_list "${props[@]}");"
     [[ -n "${TB_KAFKA_EXTRA:-}" ]] && echo "          $TB_KAFKA_EXTRA"
     echo "};"
-    echo "mysql = { socket = $(_tb_str "$DD_TEST_MYSQL_SOCKET"); user = \"root\"; database = $(_tb_str "$TB_DB");"
+    if [[ -n "${TB_MYSQL_HOST:-}" ]]; then
+      echo "mysql = { host = $(_tb_str "$TB_MYSQL_HOST"); port = ${TB_MYSQL_PORT:-3306};"
+    else
+      echo "mysql = { socket = $(_tb_str "$DD_TEST_MYSQL_SOCKET");"
+    fi
+    echo "          user = $(_tb_str "$TB_RT_USER"); database = $(_tb_str "$TB_DB");"
     [[ -n "${TB_MYSQL_EXTRA:-}" ]] && echo "          $TB_MYSQL_EXTRA"
     echo "};"
     echo "dedup = { key = $(_tb_str "${TB_KEY:-$default_key}"); ttl = $(_tb_str "${TB_TTL:-7d}");"
@@ -319,10 +386,15 @@ tb_kill9() {
   wait "$1" 2>/dev/null || true
 }
 
+# tb_migrate: `dedupd migrate` on TB_CONF as TB_MIG_USER, after granting it
+# its privileges on TB_DB; then the runtime user's (_tb_grant_runtime).
 tb_migrate() {
   local rc=0
-  "$DEDUPD" migrate -c "$TB_CONF" >>"$TB_DIR/migrate.log" 2>&1 || rc=$?
+  _tb_mariadb -e "$(_tb_grants migrate)" || tb_die "cannot grant the migration privileges on $TB_DB"
+  DEDUPD_MYSQL_USER="$TB_MIG_USER" "$DEDUPD" migrate -c "$TB_CONF" >>"$TB_DIR/migrate.log" 2>&1 ||
+    rc=$?
   ((rc == 0)) || { echo "# dedupd migrate exited $rc:"; sed 's/^/#   /' "$TB_DIR/migrate.log"; }
+  ((rc == 0)) && _tb_grant_runtime
   return "$rc"
 }
 
@@ -490,29 +562,32 @@ tb_done() {
 
 # --- a private database server (for tests that crash it or change globals) --
 
-# tb_private_db: starts a second MariaDB in $TB_DIR/db2 (scripts/lib/mariadb.sh)
+# tb_private_db [OPTION...]: starts a second MariaDB in $TB_DIR/db2
+# (scripts/lib/mariadb.sh; OPTIONs go to mariadbd, e.g. a --port and TLS)
 # and moves the test onto it: DD_TEST_MYSQL_SOCKET (so tb_config, tb_sql and
-# tb_migrate use it) and a fresh TB_DB there. Call before tb_config. The
-# cleanup trap stops the server. Use it to kill the server or SET GLOBAL,
-# never on the shared one.
+# tb_migrate use it), a fresh TB_DB and the test's users there. Call before
+# tb_config. The cleanup trap stops the server. Use it to kill the server or
+# SET GLOBAL, never on the shared one.
 tb_private_db() {
   # shellcheck source=../../scripts/lib/mariadb.sh
   source "$DD_TEST_SRC_DIR/scripts/lib/mariadb.sh"
   TB_DB2="$TB_DIR/db2"
-  dd_mariadb_start "$TB_DB2" >>"$TB_DIR/db2.log" 2>&1 ||
+  dd_mariadb_start "$TB_DB2" "$@" >>"$TB_DIR/db2.log" 2>&1 ||
     tb_die "cannot start a private MariaDB in $TB_DB2 (see db2.log)"
   TB_PIDS+=("$(cat "$TB_DB2/mysqld.pid")")
   export DD_TEST_MYSQL_SOCKET="$TB_DB2/mysqld.sock"
   _tb_mariadb -e "CREATE DATABASE \`$TB_DB\`" || tb_die "cannot create $TB_DB on $TB_DB2"
+  tb_users
 }
 
-# tb_private_db_kill9 / tb_private_db_restart: crash and restart it.
+# tb_private_db_kill9 / tb_private_db_restart [OPTION...]: crash and restart
+# it (with only the OPTIONs given now).
 tb_private_db_kill9() {
   dd_mariadb_kill9 "$TB_DB2" >>"$TB_DIR/db2.log" 2>&1 || tb_die "cannot kill the private MariaDB"
 }
 
 tb_private_db_restart() {
-  dd_mariadb_restart "$TB_DB2" >>"$TB_DIR/db2.log" 2>&1 ||
+  dd_mariadb_restart "$TB_DB2" "$@" >>"$TB_DIR/db2.log" 2>&1 ||
     tb_die "cannot restart the private MariaDB (see db2.log)"
   TB_PIDS+=("$(cat "$TB_DB2/mysqld.pid")")
 }

@@ -1,0 +1,24 @@
+-- The privileges of dedupd's two database users (docs/OPERATIONS.md,
+-- "Database users and privileges", quotes these lines and a unit test holds
+-- it to them; tests/integration/lib.sh grants exactly these to its users).
+-- The names are those of config/dedupd.conf: database `payments`, dedup
+-- table `dedup_record`, runtime user 'dedupd'@'%', the ledger handler's
+-- tables without a prefix. Replace them with yours; create the users first
+-- (CREATE USER ... IDENTIFIED BY ..., or your server's way).
+
+-- [migrate] `dedupd migrate`: creates and alters the dedup table, records
+-- its version in dedupd_schema, runs the handler's migrate(). Before the
+-- first migrate.
+GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE ON `payments`.* TO 'dedupd_migrate'@'%';
+
+-- [runtime] run, replay, purge, stats, check. After `dedupd migrate`: a
+-- grant on a table needs the table.
+GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedup_record` TO 'dedupd'@'%';
+GRANT SELECT ON `payments`.`dedupd_schema` TO 'dedupd'@'%';
+GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';
+
+-- [ledger] the example handler (src/handlers/ledger.c): what its statements
+-- read and write. Another handler documents its own.
+GRANT SELECT, INSERT ON `payments`.`ledger_entry` TO 'dedupd'@'%';
+GRANT SELECT, INSERT, UPDATE ON `payments`.`merchant_balance` TO 'dedupd'@'%';
+GRANT SELECT, INSERT, UPDATE ON `payments`.`payment_order` TO 'dedupd'@'%';
