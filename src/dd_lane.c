@@ -296,9 +296,9 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     lane->fault_commit_lost = dd_lane_fault_setting("commit_lost");
     lane->fault_blind = dd_test_fault("precheck_blind") != 0;
     lane->fault_rollback = dd_test_fault("rollback_after_handler") != 0;
-    if (lane->fault_rollback && idx == 0)
-        dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: each message's transaction is rolled back and "
-                            "run again once after its handler succeeded (test fault injection).");
+    if (lane->fault_rollback && idx == 0) /* on purpose: dedupd handler-test's pass 2 */
+        dd_log(DD_LOG_INFO, "Test fault rollback_after_handler: each message's transaction is "
+                            "rolled back and run again once after its handler succeeded.");
     if (lane->fault_blind && idx == 0)
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: the claim pre-check finds no keys, so every "
                             "known key races (test fault injection).");
