@@ -166,11 +166,11 @@ _tb_grants_th() {
 }
 
 # tb_grants_file FILE: the GRANT statements of a handler's grants file (as
-# examples/*/grants.sql: database `payments`, user 'dedupd'@'%') for the
+# examples/*/grants.sql: ON `DATABASE`.`TABLE` TO 'dedupd'@'%') for the
 # test's database and runtime user.
 tb_grants_file() {
   grep '^GRANT ' "$1" |
-    sed -e "s/\`payments\`/\`$TB_DB\`/g" -e "s/'dedupd'@'%'/'$TB_RT_USER'@'%'/g"
+    sed -E -e "s/ ON \`[^\`]+\`\./ ON \`$TB_DB\`./" -e "s/'dedupd'@'%'/'$TB_RT_USER'@'%'/g"
 }
 
 # _tb_conf_str NAME: the value of the first `NAME = "..."` in TB_CONF.
