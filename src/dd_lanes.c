@@ -97,6 +97,34 @@ int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
     return 1;
 }
 
+int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size)
+{
+    static const char *const what[] = {
+        [DD_LANE_IN_DB] = "in a database statement (a row lock another transaction holds, or "
+                          "a slow database)",
+        [DD_LANE_IN_HANDLER] = "inside the handler",
+        [DD_LANE_DB_BACKOFF] = "backing off after a database error (reconnecting when the "
+                               "connection is gone)",
+        [DD_LANE_RETRY_BACKOFF] = "backing off before retrying a message the handler asked "
+                                  "to retry",
+    };
+    int64_t now = dd_now_ms(), longest = -1;
+    int idx = -1, state = DD_LANE_IDLE;
+
+    for (int i = 0; i < lanes->n; i++) {
+        int st = atomic_load(&lanes->lane[i]->state);
+        int64_t busy = now - (int64_t)atomic_load(&lanes->lane[i]->state_since_ms);
+        if (st == DD_LANE_IDLE || busy < min_ms || busy <= longest) continue;
+        longest = busy;
+        idx = i;
+        state = st;
+    }
+    if (idx < 0) return 0;
+    snprintf(out, out_size, "lane %d: %s for %lld s", idx, what[state],
+             (long long)(longest / 1000));
+    return 1;
+}
+
 void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out)
 {
     pthread_mutex_lock(&lanes->mu);

@@ -153,14 +153,23 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
         rd_kafka_topic_partition_t *p = &committed->elems[i];
         dd_ptrack_t *pt = dd_offsets_get(pl->offs, p->topic, p->partition, 1);
         int64_t next = !err && !p->err && p->offset >= 0 ? p->offset : -1;
+        char at[32] = "none", end[48] = "";
         if (!pt) continue;
         dd_ptrack_reset(pt, 1, next);
-        if (next >= 0) pt->committed = next;
-        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.", p->topic,
-               (int)p->partition, (long long)next, (long long)pt->end_offset);
+        if (next >= 0) {
+            pt->committed = next;
+            snprintf(at, sizeof(at), "%lld", (long long)next);
+        }
+        /* The end offset is read at start for --exit-at-end only. */
+        if (pt->end_offset >= 0)
+            snprintf(end, sizeof(end), ", end offset %lld", (long long)pt->end_offset);
+        dd_log(DD_LOG_INFO, "Assigned %s [%d]: committed offset %s%s%s.", p->topic,
+               (int)p->partition, at, end,
+               next >= 0 ? "" : " (the group has none: auto.offset.reset decides where to start)");
     }
     rd_kafka_topic_partition_list_destroy(committed);
     pl->assignment_live = 1;
+    pl->assign_seen = 1;
 }
 
 static uint64_t dd_pipeline_inflight_of(dd_pipeline_t *pl,
@@ -197,6 +206,8 @@ static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition
     /* A rejoin follows (an assign, maybe empty): until then "every assigned
      * partition is at its end" would be true of nothing at all. */
     pl->assignment_live = 0;
+    pl->assign_seen = 0;
+    pl->subscribed_ms = dd_now_ms(); /* waiting for the group again from now */
 }
 
 static void dd_pipeline_rebalance(void *arg, int assign,
@@ -210,15 +221,22 @@ static void dd_pipeline_rebalance(void *arg, int assign,
 
 /* ---- the loop ---- */
 
+static size_t dd_pipeline_assigned(dd_pipeline_t *pl)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++)
+        n += dd_offsets_at(pl->offs, i)->assigned ? 1 : 0;
+    return n;
+}
+
 /* Publishes the gauges and, every few seconds, the consumer lag computed
  * from librdkafka's cached high watermarks. */
 static void dd_pipeline_publish(dd_pipeline_t *pl)
 {
     int64_t now = dd_now_ms();
-    size_t n = 0, assigned = 0;
+    size_t n = 0, assigned = dd_pipeline_assigned(pl);
 
-    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++)
-        assigned += dd_offsets_at(pl->offs, i)->assigned ? 1 : 0;
     pthread_mutex_lock(&pl->mu);
     pl->stats.inflight = pl->inflight;
     pl->stats.assigned = (int)assigned;
@@ -249,6 +267,95 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     }
     pl->lag_cnt = n;
     pthread_mutex_unlock(&pl->mu);
+}
+
+/* How often the consumer says how it is doing (or what it waits for). */
+#define DD_PIPELINE_STATUS_MS 10000
+
+static int dd_pipeline_behind(dd_pipeline_t *pl);
+
+/* Assigned, and nothing moved since the last status line: what does the
+ * consumer wait for? The lanes (a database statement, a lock, the
+ * handler, a backoff), the dead-letter topic's acknowledgements, or the
+ * broker; or nothing at all (caught up, said once). */
+static void dd_pipeline_status_stalled(dd_pipeline_t *pl, size_t assigned, int64_t now)
+{
+    int64_t quiet_s = (now - (pl->last_finish_ms ? pl->last_finish_ms : pl->tick_ms)) / 1000;
+    char lane[256];
+
+    if (pl->inflight > 0) {
+        if (dd_lanes_waiting(pl->lanes, DD_PIPELINE_STATUS_MS / 2, lane, sizeof(lane)))
+            dd_log(DD_LOG_INFO,
+                   "Waiting for the database: %lld message(s) in flight, none finished for "
+                   "%lld s; %s.",
+                   (long long)pl->inflight, (long long)quiet_s, lane);
+        else if (pl->dlq_retry || (pl->dlq && dd_dlq_flush(pl->dlq, 0) > 0))
+            dd_log(DD_LOG_INFO,
+                   "Waiting for the dead-letter topic: %lld message(s) in flight, none finished "
+                   "for %lld s; their dead letters are not acknowledged yet (sent again until "
+                   "they are).",
+                   (long long)pl->inflight, (long long)quiet_s);
+        else
+            dd_log(DD_LOG_INFO,
+                   "Waiting for the workers: %lld message(s) in flight, none finished for %lld s.",
+                   (long long)pl->inflight, (long long)quiet_s);
+        return;
+    }
+    if (dd_pipeline_behind(pl)) {
+        dd_log(DD_LOG_INFO,
+               "Waiting for the broker: the %zu assigned partition(s) have messages that were "
+               "not delivered in the last %d s (librdkafka logs why, e.g. a broker that cannot "
+               "be reached).",
+               assigned, DD_PIPELINE_STATUS_MS / 1000);
+        return;
+    }
+    if (!pl->idle_said)
+        dd_log(DD_LOG_INFO,
+               "Idle: the %zu assigned partition(s) are caught up; waiting for new "
+               "messages.",
+               assigned);
+    pl->idle_said = 1;
+}
+
+/* Every DD_PIPELINE_STATUS_MS: progress when messages moved, else what the
+ * consumer waits for (the group's assignment, the database, the broker). */
+static void dd_pipeline_status(dd_pipeline_t *pl)
+{
+    int64_t now = dd_now_ms();
+    size_t assigned;
+    dd_stats_t s;
+
+    if (now - pl->tick_ms < DD_PIPELINE_STATUS_MS) return;
+    dd_pipeline_dlq_log_flush(pl, 0);
+    assigned = dd_pipeline_assigned(pl);
+    if (assigned == 0 && pl->assign_seen) {
+        if (!pl->idle_said)
+            dd_log(DD_LOG_INFO,
+                   "Idle: the group %s assigned no partition to this member (it has more "
+                   "members than the topics have partitions).",
+                   pl->conf->kafka.group);
+        pl->idle_said = 1;
+    } else if (assigned == 0) {
+        dd_log(DD_LOG_INFO,
+               "Waiting for the group %s to assign partitions (asked %lld s ago). A member that "
+               "stopped without leaving the group holds its partitions until its session times "
+               "out (session.timeout.ms).",
+               pl->conf->kafka.group, (long long)((now - pl->subscribed_ms) / 1000));
+    } else if (pl->messages != pl->tick_messages || pl->last_finish_ms != pl->tick_finish_ms) {
+        dd_pipeline_stats(pl, &s);
+        dd_log(DD_LOG_INFO,
+               "Progress: %llu messages, %llu applied, %llu duplicates, %llu conflicts, %lld in "
+               "flight, %zu partition(s) assigned.",
+               (unsigned long long)s.messages, (unsigned long long)s.applied,
+               (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
+               (long long)pl->inflight, assigned);
+        pl->idle_said = 0;
+    } else {
+        dd_pipeline_status_stalled(pl, assigned, now);
+    }
+    pl->tick_ms = now;
+    pl->tick_messages = pl->messages;
+    pl->tick_finish_ms = pl->last_finish_ms;
 }
 
 /* 1 when an assigned partition has more on the broker than was polled from
@@ -382,6 +489,13 @@ static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr,
     }
     if (!rc) rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
     if (!rc) rc = dd_source_subscribe(pl->src, errstr, errstr_size);
+    if (!rc) {
+        pl->subscribed_ms = pl->tick_ms = dd_now_ms();
+        dd_log(DD_LOG_INFO,
+               "Joining the group %s: subscribed to %d topic(s), waiting for partitions to be "
+               "assigned.",
+               pl->conf->kafka.group, pl->conf->kafka.topic_cnt);
+    }
     return rc;
 }
 
@@ -431,7 +545,17 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
         rd_kafka_message_t *rkm = dd_source_poll(pl->src, 500);
         if (rkm) rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
     }
+    dd_source_log_committed(pl->src, rc ? "Final commit failed" : "Final commit");
     return rc;
+}
+
+/* The loop ended on a signal: say so, and what is left to finish. */
+static void dd_pipeline_log_stop(dd_pipeline_t *pl, int sig)
+{
+    dd_log(DD_LOG_INFO,
+           "Received %s: stopping. Draining %lld message(s) in flight for up to %lld ms "
+           "(shutdown_timeout), then committing and leaving the group.",
+           dd_signal_name(sig), (long long)pl->inflight, (long long)pl->conf->shutdown_timeout_ms);
 }
 
 /* Most messages taken from the consumer per turn of the main loop. */
@@ -441,7 +565,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
                     size_t errstr_size)
 {
     int rc = dd_pipeline_prepare(pl, exit_at_end, errstr, errstr_size);
-    int64_t last_progress_log = dd_now_ms(), last_commit = 0, end_since = 0;
+    int64_t last_commit = 0, end_since = 0;
     int end;
 
     while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop)) {
@@ -476,17 +600,9 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
                       ? dd_source_poll(pl->src, 0)
                       : NULL;
         }
-        if (dd_now_ms() - last_progress_log > 10000) {
-            dd_stats_t s;
-            dd_pipeline_stats(pl, &s);
-            dd_log(DD_LOG_INFO,
-                   "Progress: %llu messages, %llu applied, %llu duplicates, "
-                   "%lld in flight.",
-                   (unsigned long long)s.messages, (unsigned long long)s.applied,
-                   (unsigned long long)s.duplicates, (long long)pl->inflight);
-            last_progress_log = dd_now_ms();
-        }
+        dd_pipeline_status(pl);
     }
+    if (!rc && atomic_load(stop)) dd_pipeline_log_stop(pl, atomic_load(stop));
     if (!dd_lanes_stopped(pl->lanes))
         dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
     pthread_mutex_lock(&pl->mu);
@@ -497,6 +613,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
     pl->stats.abandoned = pl->abandoned;
     pl->stats.abandoned_dlq = pl->abandoned_dlq;
     pthread_mutex_unlock(&pl->mu);
+    dd_pipeline_dlq_log_flush(pl, 1);
     if (dd_lanes_failed(pl->lanes, errstr, errstr_size)) rc = DD_ERR_FATAL;
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);

@@ -17,6 +17,7 @@
 #include "dd_json.h"
 #include "dd_key.h"
 #include "dd_lanes.h"
+#include "dd_log.h"
 #include "dd_offsets.h"
 #include "dd_parse.h"
 #include "dd_pipeline.h"
@@ -55,6 +56,15 @@ struct dd_pipeline_s {
     dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under mu */
     size_t lag_cnt, lag_cap;
     int64_t lag_refresh_ms;
+
+    /* what the log says */
+    dd_log_limit_t dlq_limit[DD_REASON_CNT]; /* dead-letter lines, per reason */
+    int64_t subscribed_ms;                   /* when the subscription was made */
+    int assign_seen;        /* a (maybe empty) assignment came since the last revoke */
+    int64_t tick_ms;        /* when the last status line was considered */
+    uint64_t tick_messages; /* messages consumed by then */
+    int64_t tick_finish_ms; /* last_finish_ms by then */
+    int idle_said;          /* the idle line was written, and nothing happened since */
 };
 
 /* dd_pipeline.c */
@@ -72,5 +82,8 @@ void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms);
 void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t reason);
 /* Shutdown, the lanes stopped: gives up the dead letters not acknowledged. */
 void dd_pipeline_abandon_dlq(dd_pipeline_t *pl);
+/* Says how many dead-letter lines the rate limit held back, for the
+ * reasons whose window is over (all of them when final). */
+void dd_pipeline_dlq_log_flush(dd_pipeline_t *pl, int final);
 
 #endif /* DD_PIPELINE_INT_H */
