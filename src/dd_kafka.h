@@ -19,7 +19,7 @@
 
 /* A consumer handle that reads only: the user's kafka.properties,
  * group.id group (NULL: none; a group is needed to read its offsets),
- * no auto-commit, no topic auto-creation, and dedupd's log callback.
+ * no auto-commit, and dedupd's log callback.
  * The caller destroys it with rd_kafka_destroy() (it never subscribed, so
  * there is no group to leave). */
 int dd_kafka_reader_new(rd_kafka_t **rkp, const dd_conf_t *conf, const char *group, char *errstr,

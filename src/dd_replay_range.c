@@ -22,8 +22,7 @@ static int dd_replay_kafka_conf(rd_kafka_conf_t *kconf, const dd_conf_t *conf, c
     static const char *const fixed[][2] = {{"enable.auto.commit", "false"},
                                            {"enable.auto.offset.store", "false"},
                                            {"enable.partition.eof", "true"},
-                                           {"auto.offset.reset", "earliest"},
-                                           {"allow.auto.create.topics", "false"}};
+                                           {"auto.offset.reset", "earliest"}};
     char group[300];
     int rc;
 
