@@ -99,17 +99,9 @@ int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
 
 int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size)
 {
-    static const char *const what[] = {
-        [DD_LANE_IN_DB] = "in a database statement (a row lock another transaction holds, or "
-                          "a slow database)",
-        [DD_LANE_IN_HANDLER] = "inside the handler",
-        [DD_LANE_DB_BACKOFF] = "backing off after a database error (reconnecting when the "
-                               "connection is gone)",
-        [DD_LANE_RETRY_BACKOFF] = "backing off before retrying a message the handler asked "
-                                  "to retry",
-    };
     int64_t now = dd_now_ms(), longest = -1;
     int idx = -1, state = DD_LANE_IDLE;
+    long long secs;
 
     for (int i = 0; i < lanes->n; i++) {
         int st = atomic_load(&lanes->lane[i]->state);
@@ -120,8 +112,30 @@ int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_si
         state = st;
     }
     if (idx < 0) return 0;
-    snprintf(out, out_size, "lane %d: %s for %lld s", idx, what[state],
-             (long long)(longest / 1000));
+    secs = (long long)(longest / 1000);
+    switch (state) {
+    case DD_LANE_IN_DB:
+        snprintf(out, out_size,
+                 "the database: lane %d has been in a statement for %lld s (a row lock another "
+                 "transaction holds, or a slow server)",
+                 idx, secs);
+        break;
+    case DD_LANE_IN_HANDLER:
+        snprintf(out, out_size, "the handler: lane %d has been inside it for %lld s", idx, secs);
+        break;
+    case DD_LANE_DB_BACKOFF:
+        snprintf(out, out_size,
+                 "the database: lane %d rolled back after a database error %lld s ago and is "
+                 "backing off (reconnecting when the connection is gone)",
+                 idx, secs);
+        break;
+    default:
+        snprintf(out, out_size,
+                 "a retry: lane %d has been backing off for %lld s before trying again a message "
+                 "its handler asked to retry",
+                 idx, secs);
+        break;
+    }
     return 1;
 }
 

@@ -68,8 +68,8 @@ int dd_lanes_stopped(const dd_lanes_t *lanes);
 
 /* When a lane has been busy on one thing for at least min_ms (in a
  * database statement, in the handler, backing off after an error), writes
- * what the longest-busy lane waits for to out ("lane 1: in a database
- * statement for 12 s ...") and returns 1; else 0. Any thread. */
+ * what the longest-busy lane waits for to out ("the handler: lane 1 has
+ * been inside it for 12 s") and returns 1; else 0. Any thread. */
 int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size);
 
 /* Adds the lanes' counters (applied, duplicates, conflicts, retries,

@@ -269,8 +269,10 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     pthread_mutex_unlock(&pl->mu);
 }
 
-/* How often the consumer says how it is doing (or what it waits for). */
-#define DD_PIPELINE_STATUS_MS 10000
+/* How often the consumer says what it waits for, and how often at most
+ * how it is doing. */
+#define DD_PIPELINE_STATUS_MS 5000
+#define DD_PIPELINE_PROGRESS_MS 10000
 
 static int dd_pipeline_behind(dd_pipeline_t *pl);
 
@@ -280,15 +282,15 @@ static int dd_pipeline_behind(dd_pipeline_t *pl);
  * broker; or nothing at all (caught up, said once). */
 static void dd_pipeline_status_stalled(dd_pipeline_t *pl, size_t assigned, int64_t now)
 {
-    int64_t quiet_s = (now - (pl->last_finish_ms ? pl->last_finish_ms : pl->tick_ms)) / 1000;
+    int64_t since = pl->last_finish_ms > pl->first_poll_ms ? pl->last_finish_ms : pl->first_poll_ms;
+    int64_t quiet_s = (now - (since ? since : pl->tick_ms)) / 1000;
     char lane[256];
 
     if (pl->inflight > 0) {
         if (dd_lanes_waiting(pl->lanes, DD_PIPELINE_STATUS_MS / 2, lane, sizeof(lane)))
             dd_log(DD_LOG_INFO,
-                   "Waiting for the database: %lld message(s) in flight, none finished for "
-                   "%lld s; %s.",
-                   (long long)pl->inflight, (long long)quiet_s, lane);
+                   "Waiting for %s. %lld message(s) in flight, none finished for %lld s.", lane,
+                   (long long)pl->inflight, (long long)quiet_s);
         else if (pl->dlq_retry || (pl->dlq && dd_dlq_flush(pl->dlq, 0) > 0))
             dd_log(DD_LOG_INFO,
                    "Waiting for the dead-letter topic: %lld message(s) in flight, none finished "
@@ -317,13 +319,27 @@ static void dd_pipeline_status_stalled(dd_pipeline_t *pl, size_t assigned, int64
     pl->idle_said = 1;
 }
 
-/* Every DD_PIPELINE_STATUS_MS: progress when messages moved, else what the
- * consumer waits for (the group's assignment, the database, the broker). */
+static void dd_pipeline_progress(dd_pipeline_t *pl, size_t assigned)
+{
+    dd_stats_t s;
+
+    pl->progress_ms = dd_now_ms();
+    dd_pipeline_stats(pl, &s);
+    dd_log(DD_LOG_INFO,
+           "Progress: %llu messages, %llu applied, %llu duplicates, %llu conflicts, %lld in "
+           "flight, %zu partition(s) assigned.",
+           (unsigned long long)s.messages, (unsigned long long)s.applied,
+           (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
+           (long long)pl->inflight, assigned);
+}
+
+/* Every DD_PIPELINE_STATUS_MS: progress when messages moved (at most every
+ * DD_PIPELINE_PROGRESS_MS), else what the consumer waits for (the group's
+ * assignment, the database, the handler, the broker). */
 static void dd_pipeline_status(dd_pipeline_t *pl)
 {
     int64_t now = dd_now_ms();
     size_t assigned;
-    dd_stats_t s;
 
     if (now - pl->tick_ms < DD_PIPELINE_STATUS_MS) return;
     dd_pipeline_dlq_log_flush(pl, 0);
@@ -337,19 +353,14 @@ static void dd_pipeline_status(dd_pipeline_t *pl)
         pl->idle_said = 1;
     } else if (assigned == 0) {
         dd_log(DD_LOG_INFO,
-               "Waiting for the group %s to assign partitions (asked %lld s ago). A member that "
-               "stopped without leaving the group holds its partitions until its session times "
-               "out (session.timeout.ms).",
+               "Waiting for the group %s to assign partitions (asked %lld s ago): the brokers "
+               "must answer (librdkafka logs it when they do not), and a member that stopped "
+               "without leaving the group holds its partitions until its session times out "
+               "(session.timeout.ms).",
                pl->conf->kafka.group, (long long)((now - pl->subscribed_ms) / 1000));
     } else if (pl->messages != pl->tick_messages || pl->last_finish_ms != pl->tick_finish_ms) {
-        dd_pipeline_stats(pl, &s);
-        dd_log(DD_LOG_INFO,
-               "Progress: %llu messages, %llu applied, %llu duplicates, %llu conflicts, %lld in "
-               "flight, %zu partition(s) assigned.",
-               (unsigned long long)s.messages, (unsigned long long)s.applied,
-               (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
-               (long long)pl->inflight, assigned);
         pl->idle_said = 0;
+        if (now - pl->progress_ms >= DD_PIPELINE_PROGRESS_MS) dd_pipeline_progress(pl, assigned);
     } else {
         dd_pipeline_status_stalled(pl, assigned, now);
     }

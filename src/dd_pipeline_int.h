@@ -62,6 +62,7 @@ struct dd_pipeline_s {
     int64_t subscribed_ms;                   /* when the subscription was made */
     int assign_seen;        /* a (maybe empty) assignment came since the last revoke */
     int64_t tick_ms;        /* when the last status line was considered */
+    int64_t progress_ms;    /* when the last progress line was written */
     uint64_t tick_messages; /* messages consumed by then */
     int64_t tick_finish_ms; /* last_finish_ms by then */
     int idle_said;          /* the idle line was written, and nothing happened since */
