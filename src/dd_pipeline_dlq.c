@@ -23,11 +23,11 @@
 static void dd_pipeline_dlq_suppressed(dd_reason_t reason, uint64_t n)
 {
     dd_log(DD_LOG_WARN,
-           "%llu more dead letter(s) of reason %s were not logged in the last %d s (at most %d "
-           "lines per reason per %d s); each is in the dead-letter topic and counted in "
+           "%llu more dead letter(s) of reason %s were not logged (at most %d lines per reason "
+           "per %d s); each is in the dead-letter topic and counted in "
            "dedupd_dead_letters_total{reason=\"%s\"}.",
-           (unsigned long long)n, dd_reason2str(reason), DD_PIPELINE_DLQ_WINDOW_MS / 1000,
-           DD_PIPELINE_DLQ_LINES, DD_PIPELINE_DLQ_WINDOW_MS / 1000, dd_reason2str(reason));
+           (unsigned long long)n, dd_reason2str(reason), DD_PIPELINE_DLQ_LINES,
+           DD_PIPELINE_DLQ_WINDOW_MS / 1000, dd_reason2str(reason));
 }
 
 void dd_pipeline_dlq_log_flush(dd_pipeline_t *pl, int final)
