@@ -1,9 +1,9 @@
 /*
  * Inside the pipeline (see dd_pipeline.h), shared by its files only:
- * dd_pipeline.c (the loop, routing, rebalances, life cycle) and
+ * dd_pipeline.c (the loop, routing, rebalances, life cycle),
  * dd_pipeline_dlq.c (finished items and dead letters coming back from the
- * lanes). Everything here belongs to the consumer's thread, except what
- * mu guards.
+ * lanes) and dd_pipeline_status.c (progress and what it waits for). Everything here belongs to the
+ * consumer's thread, except what mu guards.
  */
 #ifndef DD_PIPELINE_INT_H
 #define DD_PIPELINE_INT_H
@@ -72,6 +72,15 @@ struct dd_pipeline_s {
 /* The item's offset may move: marks it in its partition's watermark and
  * recycles it. now_us: when it finished. */
 void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us);
+
+/* dd_pipeline_status.c */
+/* Partitions assigned now. */
+size_t dd_pipeline_assigned(dd_pipeline_t *pl);
+/* 1 when an assigned partition has more on the broker than was polled. */
+int dd_pipeline_behind(dd_pipeline_t *pl);
+/* Every few seconds (a cheap check otherwise): the progress line, or
+ * what the consumer waits for. */
+void dd_pipeline_status(dd_pipeline_t *pl);
 
 /* dd_pipeline_dlq.c */
 /* The dead-letter producer's delivery report (dd_dlq_cb_t). */
