@@ -62,7 +62,7 @@ tb_eq "other_table survived" 40 "$(tb_sql 'SELECT COUNT(*) FROM other_table')"
 # The file sets http.listen; DEDUPD_HTTP_LISTEN= turns the endpoint off.
 port2=$(th_free_port)
 tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port2\"; };"
-DEDUPD_HTTP_LISTEN= tb_start unset
+DEDUPD_HTTP_LISTEN='' tb_start unset
 pid=$TB_LAST_PID
 tb_wait_until 30 "the consumer joins" grep -q 'Joining the group' "$TB_DIR/unset.log" ||
   tb_not_ok "DEDUPD_HTTP_LISTEN=: the consumer did not start: $(tail -n 3 "$TB_DIR/unset.log")"
