@@ -50,9 +50,12 @@ int dd_sleep_ms(int64_t ms, const atomic_int *stop);
  * 0 when absent, as in production. Callers log loudly when it is set. */
 unsigned long dd_test_fault(const char *name);
 
-/* Set to 1 by SIGTERM/SIGINT once dd_signals_install() ran; read it with
- * atomic_load (any thread). Lock-free, so the signal handler may store it. */
+/* Set to the signal's number by SIGTERM/SIGINT once dd_signals_install()
+ * ran (non-zero: stop); read it with atomic_load (any thread). Lock-free,
+ * so the signal handler may store it. */
 extern atomic_int dd_stop_requested;
+/* "SIGTERM", "SIGINT", or "a stop request" for another value. */
+const char *dd_signal_name(int sig);
 /* Installs the SIGTERM/SIGINT handlers (set dd_stop_requested, no
  * SA_RESTART so blocking calls return) and ignores SIGPIPE. */
 void dd_signals_install(void);
