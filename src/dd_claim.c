@@ -351,6 +351,41 @@ int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **clai
     return DD_OK;
 }
 
+/* Conflicts are rare, so their rows' times are read apart, only when one
+ * happens: the claim's own statements stay as narrow as they are. */
+int dd_claim_row_times(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
+                       dd_buf_t *sql, char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    size_t want = 0;
+    int rc;
+
+    dd_buf_reset(sql);
+    dd_buf_printf(sql, "SELECT biz_key, created_at, updated_at FROM `%s` WHERE biz_key IN (",
+                  opts->table);
+    for (size_t i = 0; i < n; i++) {
+        if (!claims[i]->want_times) continue;
+        claims[i]->row_created[0] = claims[i]->row_updated[0] = '\0';
+        dd_buf_puts(sql, want++ ? "," : "");
+        dd_db_hex(sql, claims[i]->key, claims[i]->key_len);
+    }
+    dd_buf_puts(sql, ")");
+    if (want == 0) return DD_OK;
+    if ((rc = dd_claim_send(db, sql, "conflict row read", errstr, errstr_size))) return rc;
+    if (!(res = mysql_store_result(dd_db_mysql(db))))
+        return dd_claim_fail(db, "conflict row read", errstr, errstr_size);
+    while ((row = mysql_fetch_row(res))) {
+        unsigned long *len = mysql_fetch_lengths(res);
+        dd_claim_t *c = dd_claim_find(claims, n, row[0], len[0]);
+        if (!c) continue;
+        snprintf(c->row_created, sizeof(c->row_created), "%s", row[1] ? row[1] : "");
+        snprintf(c->row_updated, sizeof(c->row_updated), "%s", row[2] ? row[2] : "");
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
 /* One row of an outcome statement. A new row (a deferred claim) also
  * carries what the claim would have set: attempts, owner and expiry. */
 static void dd_claim_finish_row(dd_buf_t *sql, MYSQL *mysql, const dd_claim_opts_t *opts,

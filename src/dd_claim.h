@@ -52,6 +52,11 @@ typedef struct dd_claim_s {
     unsigned char row_hash[DD_HASH_LEN];
     char row_error[256];
 
+    /* in and out of dd_claim_row_times */
+    int want_times;       /* in: read the row's times */
+    char row_created[32]; /* out: created_at and updated_at, "" unknown */
+    char row_updated[32];
+
     /* in for dd_claim_finish (mine only) */
     int result_status;    /* DD_ROW_APPLIED or DD_ROW_FAILED */
     const char *response; /* JSON text or NULL */
@@ -100,6 +105,14 @@ int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
 int dd_claim_acquire(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
                      const unsigned char token[DD_CLAIM_TOKEN_LEN], int flags, dd_claim_t **scratch,
                      dd_buf_t *sql, char *errstr, size_t errstr_size);
+
+/* Reads created_at and updated_at of the rows of the claims with
+ * want_times set (the rows a message conflicted with: a log line names
+ * them), one statement for all, in the open transaction. Costs nothing
+ * when none is wanted. Returns 0 or the dd_err_t class of the database
+ * error. */
+int dd_claim_row_times(dd_db_t *db, const dd_claim_opts_t *opts, dd_claim_t **claims, size_t n,
+                       dd_buf_t *sql, char *errstr, size_t errstr_size);
 
 /* Scratch for the finish's bulk insert, reused across batches. */
 typedef struct dd_claim_rows_s dd_claim_rows_t;

@@ -6,7 +6,9 @@
  * before anything is loaded (a usage error costs no connection), loading
  * the configuration and setting up logging. The command then only runs.
  *
- * Exit codes: DD_EXIT_OK, DD_EXIT_FAIL, DD_EXIT_USAGE. Only main() exits.
+ * Exit codes: DD_EXIT_OK, DD_EXIT_FAIL, DD_EXIT_USAGE, and DD_EXIT_FINDINGS
+ * for a command asked to fail on what it found (replay --fail-on-findings).
+ * Only main() exits.
  */
 #ifndef DD_CMD_H
 #define DD_CMD_H
@@ -18,6 +20,7 @@
 #define DD_EXIT_OK 0
 #define DD_EXIT_FAIL 1
 #define DD_EXIT_USAGE 2
+#define DD_EXIT_FINDINGS 3 /* the command ran, and found what it was asked to fail on */
 
 #define DD_CMD_CONFIG 1 /* takes -c FILE, required; the dispatcher loads it */
 
@@ -25,9 +28,13 @@ typedef struct dd_cmd_s {
     const char *name;
     const char *args;    /* after the name in the command list: "-c FILE [--exit-at-end]" */
     const char *summary; /* one line for the command list */
-    const char *help;    /* the whole of `dedupd NAME --help` */
-    int flags;           /* DD_CMD_* */
-    size_t opts_size;    /* the command's options, zeroed before parse */
+    /* The whole of `dedupd NAME --help`, in one layout for every command:
+     * "usage: dedupd NAME ..." lines, a description, "Options:" (each
+     * option of the usage explained, -h/--help last), "Exit status:" with
+     * one "  N  meaning" line per code (tests/unit/cli_help.py checks). */
+    const char *help;
+    int flags;        /* DD_CMD_* */
+    size_t opts_size; /* the command's options, zeroed before parse */
     /* Parses the command's own arguments into opts: argv[0] is its name,
      * -c FILE and --help are taken out. NULL: it takes none. Returns 0 or
      * DD_EXIT_USAGE (the error printed). */

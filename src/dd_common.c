@@ -93,8 +93,12 @@ atomic_int dd_stop_requested;
 
 static void dd_signals_on_stop(int sig)
 {
-    (void)sig;
-    atomic_store(&dd_stop_requested, 1);
+    atomic_store(&dd_stop_requested, sig);
+}
+
+const char *dd_signal_name(int sig)
+{
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a stop request";
 }
 
 void dd_instance_name(char *out, size_t out_size)

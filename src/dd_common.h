@@ -60,9 +60,12 @@ void dd_test_fault_set(const char *faults);
  * host API: "hostname:pid". */
 void dd_instance_name(char *out, size_t out_size);
 
-/* Set to 1 by SIGTERM/SIGINT once dd_signals_install() ran; read it with
- * atomic_load (any thread). Lock-free, so the signal handler may store it. */
+/* Set to the signal's number by SIGTERM/SIGINT once dd_signals_install()
+ * ran (non-zero: stop); read it with atomic_load (any thread). Lock-free,
+ * so the signal handler may store it. */
 extern atomic_int dd_stop_requested;
+/* "SIGTERM", "SIGINT", or "a stop request" for another value. */
+const char *dd_signal_name(int sig);
 /* Installs the SIGTERM/SIGINT handlers (set dd_stop_requested, no
  * SA_RESTART so blocking calls return) and ignores SIGPIPE. */
 void dd_signals_install(void);

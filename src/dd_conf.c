@@ -111,7 +111,7 @@ static void dd_conf_where(dd_conf_ctx_t *ctx, int idx, const config_setting_t *a
     const char *path = dd_conf_items[idx].path;
     char file[PATH_MAX];
 
-    if (o->kind == DD_ORIGIN_ENV) {
+    if (o->kind == DD_ORIGIN_ENV || o->kind == DD_ORIGIN_ENV_UNSET) {
         dd_errstr_set(out, out_size, "environment variable %s (setting %s): %s", o->env, path, msg);
     } else if (o->kind == DD_ORIGIN_FILE) {
         dd_conf_file_name(ctx->conf, config_setting_source_file(o->setting), file, sizeof(file));
@@ -447,30 +447,45 @@ static int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const
     return 0;
 }
 
-/* Default, then file, then environment, for one setting. */
+/* Default, then file, then environment, for one setting. An empty
+ * variable unsets the setting: it takes its default (none when it has
+ * none: DEDUPD_HTTP_LISTEN= turns the endpoint off), whatever the file
+ * says; a required setting cannot be unset. */
 static int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
     dd_conf_origin_t *o = &ctx->origin[idx];
     const config_setting_t *s = config_lookup(ctx->conf->lc, it->path);
-    const char *val;
+    const char *val = NULL;
     int err;
 
+    if (dd_conf_has_env(it)) {
+        dd_conf_env_name(it, o->env, sizeof(o->env));
+        val = getenv(o->env);
+    }
+    if (val && !*val && (it->flags & DD_CF_REQUIRED)) {
+        o->kind = DD_ORIGIN_ENV_UNSET;
+        return dd_conf_fail(ctx, idx, NULL,
+                            "is empty, and %s is required (an empty variable unsets an optional "
+                            "setting only)",
+                            it->path);
+    }
     if (it->def) {
         o->kind = DD_ORIGIN_DEFAULT;
         if ((err = dd_conf_take_text(ctx, idx, it->def))) return err;
+    }
+    if (val && !*val) {
+        o->kind = DD_ORIGIN_ENV_UNSET;
+        return 0;
     }
     if (s) {
         o->kind = DD_ORIGIN_FILE;
         o->setting = s;
         if ((err = dd_conf_take_setting(ctx, idx, s))) return err;
     }
-    if (dd_conf_has_env(it)) {
-        dd_conf_env_name(it, o->env, sizeof(o->env));
-        if ((val = getenv(o->env))) {
-            o->kind = DD_ORIGIN_ENV;
-            if ((err = dd_conf_take_text(ctx, idx, val))) return err;
-        }
+    if (val) {
+        o->kind = DD_ORIGIN_ENV;
+        if ((err = dd_conf_take_text(ctx, idx, val))) return err;
     }
     return 0;
 }

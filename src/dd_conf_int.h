@@ -42,13 +42,21 @@ typedef enum {
 #define DD_CONF_MAX_ITEMS 64
 #define DD_CONF_SECRET_MAX 4096 /* longest password file accepted */
 
-/* Where the current value of one setting came from. */
-typedef enum { DD_ORIGIN_UNSET, DD_ORIGIN_DEFAULT, DD_ORIGIN_FILE, DD_ORIGIN_ENV } dd_origin_kind_t;
+/* Where the current value of one setting came from. DD_ORIGIN_ENV_UNSET:
+ * an empty environment variable put the setting back to its default (or
+ * to none), whatever the file says. */
+typedef enum {
+    DD_ORIGIN_UNSET,
+    DD_ORIGIN_DEFAULT,
+    DD_ORIGIN_FILE,
+    DD_ORIGIN_ENV,
+    DD_ORIGIN_ENV_UNSET
+} dd_origin_kind_t;
 
 typedef struct dd_conf_origin_s {
     dd_origin_kind_t kind;
     const config_setting_t *setting; /* DD_ORIGIN_FILE */
-    char env[80];                    /* DD_ORIGIN_ENV: the variable's name */
+    char env[80];                    /* DD_ORIGIN_ENV(_UNSET): the variable's name */
 } dd_conf_origin_t;
 
 /* State of one dd_conf_load() call. */

@@ -568,8 +568,10 @@ const dd_cmd_t dd_cmd_handler_test = {
             "\n"
             "DEDUPD_* setting overrides in the environment are ignored.\n"
             "\n"
-            "Exit status: 0 exactly once, 1 not exactly once (the FAIL lines say how) or\n"
-            "an error, 2 usage error.\n",
+            "Exit status:\n"
+            "  0  each message was applied exactly once\n"
+            "  1  it was not (the FAIL lines say how), or an error\n"
+            "  2  usage error\n",
     .opts_size = sizeof(dd_htest_opts_t),
     .parse = dd_htest_parse,
     .run = dd_htest_run,

@@ -31,6 +31,13 @@ typedef enum {
     DD_OUT_DLQ,       /* must be dead-lettered; reason says why */
 } dd_outcome_t;
 
+/* What a conflicting message conflicts with. */
+typedef enum {
+    DD_CONFLICT_NONE = 0,
+    DD_CONFLICT_ROW,  /* the dedup table's row of its key */
+    DD_CONFLICT_COPY, /* an earlier message of its key in the same batch */
+} dd_conflict_with_t;
+
 typedef struct dd_item_s {
     struct dd_item_s *next;
     rd_kafka_message_t *rkm; /* owned */
@@ -55,6 +62,14 @@ typedef struct dd_item_s {
     dd_claim_t *claim;
     int64_t dlq_due_ms; /* resend time after a failed dead letter */
     int dlq_bare;       /* the broker refused the dead letter as too large: send it bare */
+    int dlq_logged;     /* its dead letter was logged (resends are not) */
+
+    /* A conflict (reason DD_REASON_CONFLICT), for the log line: the request
+     * hash the message met, and whose it is. */
+    dd_conflict_with_t conflict_with;
+    unsigned char conflict_hash[DD_HASH_LEN];
+    char conflict_created[32], conflict_updated[32]; /* the stored row's times */
+    char conflict_first[160]; /* the earlier copy: "topic [partition] @offset" */
 } dd_item_t;
 
 /* A zeroed item, or NULL when out of memory. */

@@ -89,6 +89,13 @@ static size_t dd_lane_collect(dd_lane_t *lane)
     return n;
 }
 
+void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state)
+{
+    if (atomic_load_explicit(&lane->state, memory_order_relaxed) == (int)state) return;
+    atomic_store(&lane->state_since_ms, dd_now_ms());
+    atomic_store(&lane->state, (int)state);
+}
+
 /* ---- the connection ---- */
 
 /* The handler's state for the lane's current connection (conn_init). */
@@ -136,6 +143,7 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
 
     dd_log(DD_LOG_WARN, "Lane %d: batch rolled back, will replay it (attempt %d): %s", lane->idx,
            attempt, why);
+    dd_lane_set_state(lane, DD_LANE_DB_BACKOFF);
     for (;;) {
         if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard)) return DD_OK;
         if (lane->hconn_open && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
@@ -216,9 +224,12 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
         int64_t t0;
         int rc;
 
-        if (items[start] == backoff_item &&
-            dd_sleep_ms(dd_lane_backoff_ms(lane, items[start]->attempts), &group->stop_hard))
-            break;
+        if (items[start] == backoff_item) {
+            dd_lane_set_state(lane, DD_LANE_RETRY_BACKOFF);
+            if (dd_sleep_ms(dd_lane_backoff_ms(lane, items[start]->attempts), &group->stop_hard))
+                break;
+        }
+        dd_lane_set_state(lane, DD_LANE_IN_DB);
         t0 = dd_now_us();
         for (;;) {
             rc = dd_lane_txn(lane, items + start, limit, &retry_at, &d, err, sizeof(err));
@@ -258,8 +269,10 @@ static void *dd_lane_main(void *arg)
     size_t n;
 
     while (!atomic_load(&lane->group->fatal) && !atomic_load(&lane->group->stop_hard) &&
-           (n = dd_lane_collect(lane)) > 0)
+           (n = dd_lane_collect(lane)) > 0) {
         dd_lane_process(lane, lane->batch, n);
+        dd_lane_set_state(lane, DD_LANE_IDLE);
+    }
     return NULL;
 }
 

@@ -75,6 +75,10 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
             d->conflicts++;
             dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
                         "same business key as an earlier message, other content");
+            item->conflict_with = DD_CONFLICT_COPY;
+            memcpy(item->conflict_hash, c->hash, DD_HASH_LEN);
+            snprintf(item->conflict_first, sizeof(item->conflict_first), "%s [%d] @%lld", c->topic,
+                     (int)c->partition, (long long)c->offset);
         } else if (c->result_status == DD_ROW_FAILED) {
             dd_lane_dlq(item, DD_REASON_REJECTED, "copy of a rejected message: %.200s",
                         c->error ? c->error : "");
@@ -89,6 +93,9 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
         d->conflicts++;
         dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
                     "business key already recorded with other content");
+        item->conflict_with = DD_CONFLICT_ROW;
+        memcpy(item->conflict_hash, c->row_hash, DD_HASH_LEN);
+        c->want_times = 1; /* read after judging: dd_lane_conflict_times */
     } else if (c->row_status == DD_ROW_APPLIED) {
         item->outcome = DD_OUT_DUPLICATE;
         d->duplicates++;
@@ -253,7 +260,9 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     if (!rc && safe) rc = dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size);
     if (rc) return rc;
     dd_lane_msg_fill(lane, item, &at, &msg);
+    dd_lane_set_state(lane, DD_LANE_IN_HANDLER);
     st = dd_handler_handle(lane->group->h, mysql, lane->hconn, &msg, &res, &broken);
+    dd_lane_set_state(lane, DD_LANE_IN_DB);
     if (broken) {
         free(res.response);
         return dd_lane_broken(lane, item, errstr, errstr_size);
@@ -285,8 +294,8 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     } else {
         dd_lane_dlq(item, DD_REASON_REJECTED, "%s", res.error);
     }
-    dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key, "Message %s: %s",
-               dd_reason2str(item->reason), item->error);
+    /* The dead letter is logged by whoever sends it (or, in replay,
+     * reports it): this decision may still be rolled back and redone. */
     if (!safe) {
         lane->decided = item; /* not called again: the redo only records it */
         return DD_ERR_REDO;
@@ -340,8 +349,10 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
         m++;
     }
     if (m == 0) return DD_OK;
+    dd_lane_set_state(lane, DD_LANE_IN_HANDLER);
     st = dd_handler_handle_batch(lane->group->h, mysql, lane->hconn, lane->msgv, m, lane->results,
                                  &broken);
+    dd_lane_set_state(lane, DD_LANE_IN_DB);
     if (broken) {
         for (size_t j = 0; j < m; j++)
             free(lane->results[j].response);
@@ -408,6 +419,41 @@ static int dd_lane_rollback(dd_lane_t *lane, dd_item_t *const *items, size_t n, 
     return DD_ERR_FATAL;
 }
 
+/* The times of the rows this batch's messages conflicted with, for their
+ * log lines (claims[0..u) sorted, as built). */
+static int dd_lane_conflict_times(dd_lane_t *lane, dd_item_t **items, size_t n, size_t u,
+                                  char *errstr, size_t errstr_size)
+{
+    int rc = dd_claim_row_times(lane->db, &lane->group->copts, lane->claimv, u, &lane->sql, errstr,
+                                errstr_size);
+
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (items[i]->conflict_with != DD_CONFLICT_ROW) continue;
+        snprintf(items[i]->conflict_created, sizeof(items[i]->conflict_created), "%s",
+                 items[i]->claim->row_created);
+        snprintf(items[i]->conflict_updated, sizeof(items[i]->conflict_updated), "%s",
+                 items[i]->claim->row_updated);
+    }
+    return rc;
+}
+
+/* At debug level, one line per committed transaction. */
+static void dd_lane_log_batch(const dd_lane_t *lane, dd_item_t *const *items, size_t n, size_t u,
+                              size_t claimed, const dd_stats_t *d, int64_t t0_us)
+{
+    size_t dead = 0;
+
+    if (!dd_log_enabled(DD_LOG_DEBUG)) return;
+    for (size_t i = 0; i < n; i++)
+        dead += items[i]->outcome == DD_OUT_DLQ;
+    dd_log(DD_LOG_DEBUG,
+           "Lane %d: committed a batch of %zu message(s), %zu key(s): %zu claimed, %llu applied, "
+           "%llu duplicate(s), %llu conflict(s), %zu dead letter(s), in %.1f ms.",
+           lane->idx, n, u, claimed, (unsigned long long)d->applied,
+           (unsigned long long)d->duplicates, (unsigned long long)d->conflicts, dead,
+           (double)(dd_now_us() - t0_us) / 1000.0);
+}
+
 /* One attempt at one transaction over items[0..n) (see dd_lane_txn).
  * locking: claim every key first, deferring none (replaying a race). */
 static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lane_mode_t mode,
@@ -417,6 +463,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     unsigned char token[DD_CLAIM_TOKEN_LEN];
     size_t u, mine = 0;
     int flags = lane->precheck ? DD_CLAIM_PRECHECK : 0;
+    int64_t t0_us = dd_now_us();
     int rc;
 
     *retry_at = -1;
@@ -424,6 +471,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     for (size_t i = 0; i < n; i++) {
         items[i]->outcome = DD_OUT_NONE;
         items[i]->response = NULL;
+        items[i]->conflict_with = DD_CONFLICT_NONE;
     }
     u = dd_lane_build_claims(lane, items, n);
     if (RAND_bytes(token, sizeof(token)) != 1) {
@@ -458,6 +506,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
             goto rollback;
         }
     }
+    if (!rc && d->conflicts) rc = dd_lane_conflict_times(lane, items, n, u, errstr, errstr_size);
     /* Outcomes of the keys this batch owns, in key order, one statement. */
     for (size_t i = 0; !rc && i < u; i++)
         if (lane->claimv[i]->mine && lane->claimv[i]->result_status >= 0)
@@ -477,6 +526,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     if (!rc) {
         dd_lane_free_responses(items, n);
         d->batches = 1;
+        dd_lane_log_batch(lane, items, n, u, mine, d, t0_us);
         return DD_OK;
     }
 rollback:

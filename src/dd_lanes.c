@@ -96,6 +96,48 @@ int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
     return 1;
 }
 
+int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size)
+{
+    int64_t now = dd_now_ms(), longest = -1;
+    int idx = -1, state = DD_LANE_IDLE;
+    long long secs;
+
+    for (int i = 0; i < lanes->n; i++) {
+        int st = atomic_load(&lanes->lane[i]->state);
+        int64_t busy = now - (int64_t)atomic_load(&lanes->lane[i]->state_since_ms);
+        if (st == DD_LANE_IDLE || busy < min_ms || busy <= longest) continue;
+        longest = busy;
+        idx = i;
+        state = st;
+    }
+    if (idx < 0) return 0;
+    secs = (long long)(longest / 1000);
+    switch (state) {
+    case DD_LANE_IN_DB:
+        snprintf(out, out_size,
+                 "the database: lane %d has been in a statement for %lld s (a row lock another "
+                 "transaction holds, or a slow server)",
+                 idx, secs);
+        break;
+    case DD_LANE_IN_HANDLER:
+        snprintf(out, out_size, "the handler: lane %d has been inside it for %lld s", idx, secs);
+        break;
+    case DD_LANE_DB_BACKOFF:
+        snprintf(out, out_size,
+                 "the database: lane %d rolled back after a database error %lld s ago and is "
+                 "backing off (reconnecting when the connection is gone)",
+                 idx, secs);
+        break;
+    default:
+        snprintf(out, out_size,
+                 "a retry: lane %d has been backing off for %lld s before trying again a message "
+                 "its handler asked to retry",
+                 idx, secs);
+        break;
+    }
+    return 1;
+}
+
 void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out)
 {
     pthread_mutex_lock(&lanes->mu);

@@ -66,6 +66,12 @@ void dd_lanes_stop(dd_lanes_t *lanes, dd_item_t **leftover);
 /* 1 once dd_lanes_stop() began. */
 int dd_lanes_stopped(const dd_lanes_t *lanes);
 
+/* When a lane has been busy on one thing for at least min_ms (in a
+ * database statement, in the handler, backing off after an error), writes
+ * what the longest-busy lane waits for to out ("the handler: lane 1 has
+ * been inside it for 12 s") and returns 1; else 0. Any thread. */
+int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size);
+
 /* Adds the lanes' counters (applied, duplicates, conflicts, retries,
  * batches, database errors, the batch histogram) to out. */
 void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out);

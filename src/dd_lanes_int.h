@@ -45,11 +45,23 @@ typedef enum {
     DD_LANE_SAVEPOINTS, /* handle() per message, each in a savepoint */
 } dd_lane_mode_t;
 
+/* What a lane is doing, for the consumer's line saying what it waits for
+ * (dd_lanes_waiting). */
+typedef enum {
+    DD_LANE_IDLE = 0,      /* waiting for messages */
+    DD_LANE_IN_DB,         /* claim, finish or commit statements */
+    DD_LANE_IN_HANDLER,    /* inside the handler */
+    DD_LANE_DB_BACKOFF,    /* rolled back after a database error: backing off, reconnecting */
+    DD_LANE_RETRY_BACKOFF, /* the handler asked to retry: backing off */
+} dd_lane_state_t;
+
 struct dd_lane_s {
     dd_lanes_t *group;
     int idx;
     pthread_t thr;
     int started;
+    atomic_int state;            /* dd_lane_state_t, written by the lane's thread */
+    atomic_llong state_since_ms; /* dd_now_ms() when it entered it */
 
     /* the queue, under mu; the consumer's thread pushes, the lane takes */
     pthread_mutex_t mu;
@@ -96,6 +108,8 @@ void dd_lane_stop(dd_lane_t *lane);
 dd_item_t *dd_lane_unqueue(dd_lane_t *lane);
 /* Frees a stopped lane, with any item still queued. NULL is fine. */
 void dd_lane_destroy(dd_lane_t *lane);
+/* The lane's thread says what it does now (any other thread may read it). */
+void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state);
 
 /* dd_lanes.c: what a lane reports to its group */
 void dd_lanes_post(dd_lanes_t *lanes, dd_item_t **items, size_t n, const dd_stats_t *delta);

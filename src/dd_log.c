@@ -72,7 +72,8 @@ static size_t dd_log_field(char *out, size_t pos, size_t size, const char *name,
 }
 
 static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partition, int64_t offset,
-                        const char *biz_key, const char *text)
+                        const char *biz_key, const dd_log_field_t *fields, size_t nfields,
+                        const char *text)
 {
     int json = atomic_load_explicit(&dd_log_format, memory_order_relaxed) == DD_LOG_FMT_JSON;
     char line[4096], ts[40], num[32];
@@ -97,6 +98,9 @@ static void dd_log_emit(dd_log_level_t level, const char *topic, int32_t partiti
         pos = dd_log_field(line, pos, sizeof(line), "offset", num, 0);
     }
     if (biz_key) pos = dd_log_field(line, pos, sizeof(line), "key", biz_key, 1);
+    for (size_t i = 0; i < nfields; i++)
+        if (fields[i].value)
+            pos = dd_log_field(line, pos, sizeof(line), fields[i].name, fields[i].value, 1);
     pos = dd_log_field(line, pos, sizeof(line), "msg", text, 1);
     if (json && pos + 2 < sizeof(line)) line[pos++] = '}';
     if (pos + 1 < sizeof(line)) line[pos++] = '\n';
@@ -112,7 +116,7 @@ void dd_log_write(dd_log_level_t level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    dd_log_emit(level, NULL, 0, 0, NULL, text);
+    dd_log_emit(level, NULL, 0, 0, NULL, NULL, 0, text);
 }
 
 void dd_log_msg_write(dd_log_level_t level, const char *topic, int32_t partition, int64_t offset,
@@ -124,13 +128,53 @@ void dd_log_msg_write(dd_log_level_t level, const char *topic, int32_t partition
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    dd_log_emit(level, topic, partition, offset, biz_key, text);
+    dd_log_emit(level, topic, partition, offset, biz_key, NULL, 0, text);
 }
 
+void dd_log_msg_fields(dd_log_level_t level, const char *topic, int32_t partition, int64_t offset,
+                       const char *biz_key, const dd_log_field_t *fields, size_t n, const char *fmt,
+                       ...)
+{
+    char text[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    dd_log_emit(level, topic, partition, offset, biz_key, fields, n, text);
+}
+
+int dd_log_limit_take(dd_log_limit_t *limit, int64_t now_ms, uint64_t *report)
+{
+    *report = dd_log_limit_flush(limit, now_ms);
+    if (limit->taken < limit->max) {
+        limit->taken++;
+        return 1;
+    }
+    limit->suppressed++;
+    return 0;
+}
+
+uint64_t dd_log_limit_flush(dd_log_limit_t *limit, int64_t now_ms)
+{
+    uint64_t n = 0;
+
+    if (limit->window_start_ms && now_ms - limit->window_start_ms < limit->window_ms) return 0;
+    if (limit->window_start_ms) {
+        n = limit->suppressed;
+        limit->suppressed = 0;
+    }
+    limit->window_start_ms = now_ms;
+    limit->taken = 0;
+    return n;
+}
+
+/* syslog levels: 0-3 emerg..err, 4 warning, 5 notice, 6 info, 7 debug. */
 void dd_log_rdkafka(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     dd_log(level <= 3   ? DD_LOG_ERROR
            : level <= 4 ? DD_LOG_WARN
+           : level <= 6 ? DD_LOG_INFO
                         : DD_LOG_DEBUG,
            "librdkafka %s %s: %s", rd_kafka_type(rk) == RD_KAFKA_CONSUMER ? "consumer" : "producer",
            fac, buf);

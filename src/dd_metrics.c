@@ -15,7 +15,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <librdkafka/rdkafka.h>
+#include <mysql.h>
+
 #include "dd_common.h"
+
+#ifndef DEDUPD_VERSION
+#define DEDUPD_VERSION "0.1.0"
+#endif
 
 static void dd_metrics_head(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -227,6 +234,22 @@ static void dd_metrics_process(FILE *f, const dd_proc_t *p)
                          p->max_fds);
 }
 
+/* Which dedupd and libraries this is, as Prometheus' *_build_info
+ * convention has it: a gauge of 1 whose labels are the versions. */
+static void dd_metrics_build_info(FILE *f)
+{
+    dd_metrics_head(f, "dedupd_build_info", "gauge",
+                    "Always 1; the labels are the versions of dedupd, librdkafka and the MySQL "
+                    "client library.");
+    fputs("dedupd_build_info{version=", f);
+    dd_metrics_label(f, DEDUPD_VERSION);
+    fputs(",librdkafka=", f);
+    dd_metrics_label(f, rd_kafka_version_str());
+    fputs(",mysql_client=", f);
+    dd_metrics_label(f, mysql_get_client_info());
+    fputs("} 1\n", f);
+}
+
 int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
                       const dd_proc_t *proc, char **outp, size_t *lenp)
 {
@@ -238,6 +261,7 @@ int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
     *lenp = 0;
     f = open_memstream(&buf, &len);
     if (!f) return DD_ERR_NOMEM;
+    dd_metrics_build_info(f);
     dd_metrics_counters(f, s);
     dd_metrics_histogram(f, s);
     dd_metrics_gauges(f, s, lags, lag_cnt);

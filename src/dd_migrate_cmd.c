@@ -9,6 +9,7 @@
 #include "dd_db.h"
 #include "dd_handler.h"
 #include "dd_key.h"
+#include "dd_log.h"
 #include "dd_migrate.h"
 
 static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
@@ -26,7 +27,7 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
         rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err, sizeof(err));
     if (!rc) rc = dd_handler_migrate(h, dd_db_mysql(db), err, sizeof(err));
     if (rc)
-        fprintf(stderr, "dedupd migrate: %s\n", err);
+        dd_log(DD_LOG_ERROR, "dedupd migrate: %s", err);
     else
         printf("dedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
                conf->dedup.table, version, DD_KEY_FORMAT, dd_handler_name(h));
@@ -49,7 +50,10 @@ const dd_cmd_t dd_cmd_migrate = {
             "  -c, --config FILE   configuration file (libconfig)\n"
             "  -h, --help          this text\n"
             "\n"
-            "Exit status: 0 migrated, 1 failure, 2 usage error.\n",
+            "Exit status:\n"
+            "  0  migrated (or already at the current version)\n"
+            "  1  failure: the database, a missing privilege, the handler's migrate()\n"
+            "  2  usage error\n",
     .flags = DD_CMD_CONFIG,
     .run = dd_migrate_cmd_run,
 };

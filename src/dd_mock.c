@@ -16,6 +16,7 @@
  */
 #include "dd_cmd.h"
 #include "dd_common.h"
+#include "dd_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,13 +177,6 @@ static int dd_mock_opts_parse(int argc, char **argv, dd_mock_opts_t *opts, char 
     return 0;
 }
 
-/* librdkafka's own log lines, prefixed so they are told apart from acks. */
-static void dd_mock_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    fprintf(stderr, "mock-kafka: rdkafka %d %s: %s\n", level, fac, buf);
-}
-
 /*
  * The mock cluster needs a client handle to live in; a producer that never
  * connects anywhere is the cheapest one.
@@ -192,7 +186,9 @@ static rd_kafka_t *dd_mock_host_new(char *errstr, size_t errstr_size)
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
 
-    rd_kafka_conf_set_log_cb(conf, dd_mock_log_cb);
+    /* librdkafka's lines go through dedupd's logger (logfmt on stderr; the
+     * acks are on stdout), like every other command's. */
+    rd_kafka_conf_set_log_cb(conf, dd_log_rdkafka);
     /* Without bootstrap.servers librdkafka warns once at NOTICE level; that
      * is expected here, so keep only warnings and worse. */
     if (rd_kafka_conf_set(conf, "log_level", "4", errstr, errstr_size) != RD_KAFKA_CONF_OK) {
@@ -693,7 +689,10 @@ const dd_cmd_t dd_cmd_mock = {
             "  coordinator group|transaction KEY BROKERID\n"
             "  ping\n"
             "\n"
-            "Exit status: 0 stopped by a signal, 1 failure, 2 usage error.\n",
+            "Exit status:\n"
+            "  0  stopped by SIGTERM/SIGINT\n"
+            "  1  failure: the cluster or the control FIFO could not be set up\n"
+            "  2  usage error\n",
     .opts_size = sizeof(dd_mock_opts_t),
     .parse = dd_mock_parse,
     .run = dd_mock_run,

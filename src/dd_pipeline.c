@@ -153,14 +153,23 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
         rd_kafka_topic_partition_t *p = &committed->elems[i];
         dd_ptrack_t *pt = dd_offsets_get(pl->offs, p->topic, p->partition, 1);
         int64_t next = !err && !p->err && p->offset >= 0 ? p->offset : -1;
+        char at[32] = "none", end[48] = "";
         if (!pt) continue;
         dd_ptrack_reset(pt, 1, next);
-        if (next >= 0) pt->committed = next;
-        dd_log(DD_LOG_INFO, "Assigned %s [%d], committed offset %lld, end offset %lld.", p->topic,
-               (int)p->partition, (long long)next, (long long)pt->end_offset);
+        if (next >= 0) {
+            pt->committed = next;
+            snprintf(at, sizeof(at), "%lld", (long long)next);
+        }
+        /* The end offset is read at start for --exit-at-end only. */
+        if (pt->end_offset >= 0)
+            snprintf(end, sizeof(end), ", end offset %lld", (long long)pt->end_offset);
+        dd_log(DD_LOG_INFO, "Assigned %s [%d]: committed offset %s%s%s.", p->topic,
+               (int)p->partition, at, end,
+               next >= 0 ? "" : " (the group has none: auto.offset.reset decides where to start)");
     }
     rd_kafka_topic_partition_list_destroy(committed);
     pl->assignment_live = 1;
+    pl->assign_seen = 1;
 }
 
 static uint64_t dd_pipeline_inflight_of(dd_pipeline_t *pl,
@@ -197,6 +206,8 @@ static void dd_pipeline_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition
     /* A rejoin follows (an assign, maybe empty): until then "every assigned
      * partition is at its end" would be true of nothing at all. */
     pl->assignment_live = 0;
+    pl->assign_seen = 0;
+    pl->subscribed_ms = dd_now_ms(); /* waiting for the group again from now */
 }
 
 static void dd_pipeline_rebalance(void *arg, int assign,
@@ -215,10 +226,8 @@ static void dd_pipeline_rebalance(void *arg, int assign,
 static void dd_pipeline_publish(dd_pipeline_t *pl)
 {
     int64_t now = dd_now_ms();
-    size_t n = 0, assigned = 0;
+    size_t n = 0, assigned = dd_pipeline_assigned(pl);
 
-    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++)
-        assigned += dd_offsets_at(pl->offs, i)->assigned ? 1 : 0;
     pthread_mutex_lock(&pl->mu);
     pl->stats.inflight = pl->inflight;
     pl->stats.assigned = (int)assigned;
@@ -249,20 +258,6 @@ static void dd_pipeline_publish(dd_pipeline_t *pl)
     }
     pl->lag_cnt = n;
     pthread_mutex_unlock(&pl->mu);
-}
-
-/* 1 when an assigned partition has more on the broker than was polled from
- * it, by librdkafka's cached high watermark. One offset more is not enough:
- * a transaction's commit marker takes an offset and is never delivered. */
-static int dd_pipeline_behind(dd_pipeline_t *pl)
-{
-    for (size_t i = 0; i < dd_offsets_count(pl->offs); i++) {
-        dd_ptrack_t *pt = dd_offsets_at(pl->offs, i);
-        int64_t lo, polled;
-        if (!pt->assigned || (polled = dd_ptrack_polled_end(pt)) < 0) continue;
-        if (dd_source_high(pl->src, pt->topic, pt->partition, &lo) > polled + 1) return 1;
-    }
-    return 0;
 }
 
 /* A poll that started at since_us came back empty: while the partitions
@@ -382,6 +377,13 @@ static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr,
     }
     if (!rc) rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
     if (!rc) rc = dd_source_subscribe(pl->src, errstr, errstr_size);
+    if (!rc) {
+        pl->subscribed_ms = pl->tick_ms = dd_now_ms();
+        dd_log(DD_LOG_INFO,
+               "Joining the group %s: subscribed to %d topic(s), waiting for partitions to be "
+               "assigned.",
+               pl->conf->kafka.group, pl->conf->kafka.topic_cnt);
+    }
     return rc;
 }
 
@@ -431,7 +433,17 @@ static int dd_pipeline_final_commit(dd_pipeline_t *pl, int exit_at_end, char *er
         rd_kafka_message_t *rkm = dd_source_poll(pl->src, 500);
         if (rkm) rd_kafka_message_destroy(rkm); /* not processed: redelivered later */
     }
+    dd_source_log_committed(pl->src, rc ? "Final commit failed" : "Final commit");
     return rc;
+}
+
+/* The loop ended on a signal: say so, and what is left to finish. */
+static void dd_pipeline_log_stop(dd_pipeline_t *pl, int sig)
+{
+    dd_log(DD_LOG_INFO,
+           "Received %s: stopping. Draining %lld message(s) in flight for up to %lld ms "
+           "(shutdown_timeout), then committing and leaving the group.",
+           dd_signal_name(sig), (long long)pl->inflight, (long long)pl->conf->shutdown_timeout_ms);
 }
 
 /* Most messages taken from the consumer per turn of the main loop. */
@@ -441,7 +453,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
                     size_t errstr_size)
 {
     int rc = dd_pipeline_prepare(pl, exit_at_end, errstr, errstr_size);
-    int64_t last_progress_log = dd_now_ms(), last_commit = 0, end_since = 0;
+    int64_t last_commit = 0, end_since = 0;
     int end;
 
     while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop)) {
@@ -476,17 +488,9 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
                       ? dd_source_poll(pl->src, 0)
                       : NULL;
         }
-        if (dd_now_ms() - last_progress_log > 10000) {
-            dd_stats_t s;
-            dd_pipeline_stats(pl, &s);
-            dd_log(DD_LOG_INFO,
-                   "Progress: %llu messages, %llu applied, %llu duplicates, "
-                   "%lld in flight.",
-                   (unsigned long long)s.messages, (unsigned long long)s.applied,
-                   (unsigned long long)s.duplicates, (long long)pl->inflight);
-            last_progress_log = dd_now_ms();
-        }
+        dd_pipeline_status(pl);
     }
+    if (!rc && atomic_load(stop)) dd_pipeline_log_stop(pl, atomic_load(stop));
     if (!dd_lanes_stopped(pl->lanes))
         dd_pipeline_stop_lanes(pl, dd_now_ms() + pl->conf->shutdown_timeout_ms);
     pthread_mutex_lock(&pl->mu);
@@ -497,6 +501,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
     pl->stats.abandoned = pl->abandoned;
     pl->stats.abandoned_dlq = pl->abandoned_dlq;
     pthread_mutex_unlock(&pl->mu);
+    dd_pipeline_dlq_log_flush(pl, 1);
     if (dd_lanes_failed(pl->lanes, errstr, errstr_size)) rc = DD_ERR_FATAL;
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);

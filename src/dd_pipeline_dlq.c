@@ -12,6 +12,93 @@
 
 #include "dd_common.h"
 #include "dd_log.h"
+#include "dd_text.h"
+
+/* At most this many dead-letter lines per reason per window: a flood of
+ * poison messages must not drown the log (each is counted on /metrics and
+ * kept in the dead-letter topic all the same). */
+#define DD_PIPELINE_DLQ_LINES 10
+#define DD_PIPELINE_DLQ_WINDOW_MS 10000
+
+static void dd_pipeline_dlq_suppressed(dd_reason_t reason, uint64_t n)
+{
+    dd_log(DD_LOG_WARN,
+           "%llu more dead letter(s) of reason %s were not logged (at most %d lines per reason "
+           "per %d s); each is in the dead-letter topic and counted in "
+           "dedupd_dead_letters_total{reason=\"%s\"}.",
+           (unsigned long long)n, dd_reason2str(reason), DD_PIPELINE_DLQ_LINES,
+           DD_PIPELINE_DLQ_WINDOW_MS / 1000, dd_reason2str(reason));
+}
+
+void dd_pipeline_dlq_log_flush(dd_pipeline_t *pl, int final)
+{
+    int64_t now = dd_now_ms();
+
+    for (int i = 0; i < DD_REASON_CNT; i++) {
+        dd_log_limit_t *lim = &pl->dlq_limit[i];
+        uint64_t n = final ? lim->suppressed : dd_log_limit_flush(lim, now);
+        if (final) lim->suppressed = 0;
+        if (n) dd_pipeline_dlq_suppressed((dd_reason_t)i, n);
+    }
+}
+
+/* A conflict's line also names both request hashes and the row (or the
+ * earlier copy in the batch) the message conflicts with. */
+static void dd_pipeline_log_conflict(const dd_item_t *item, const rd_kafka_message_t *rkm)
+{
+    char hash[2 * DD_HASH_LEN + 1], stored[2 * DD_HASH_LEN + 1], with[300];
+    int row = item->conflict_with == DD_CONFLICT_ROW;
+    dd_log_field_t f[] = {
+        {"reason", "conflict"},
+        {"hash", hash},
+        {"stored_hash", stored},
+        {"stored_created_at", row && item->conflict_created[0] ? item->conflict_created : NULL},
+        {"stored_updated_at", row && item->conflict_updated[0] ? item->conflict_updated : NULL},
+        {"first_copy", row ? NULL : item->conflict_first},
+    };
+
+    dd_text_hex(hash, item->hash, DD_HASH_LEN, 0);
+    dd_text_hex(stored, item->conflict_hash, DD_HASH_LEN, 0);
+    hash[2 * DD_HASH_LEN] = stored[2 * DD_HASH_LEN] = '\0';
+    if (row)
+        snprintf(with, sizeof(with), "the stored row's %.12s (created %s, updated %s)", stored,
+                 item->conflict_created[0] ? item->conflict_created : "?",
+                 item->conflict_updated[0] ? item->conflict_updated : "?");
+    else
+        snprintf(with, sizeof(with), "%.12s of the earlier copy at %s", stored,
+                 item->conflict_first);
+    dd_log_msg_fields(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
+                      item->key_len ? item->key : NULL, f, DD_ARRAY_LEN(f),
+                      "Dead-lettering message (conflict): %s: its request hash %.12s differs "
+                      "from %s.",
+                      item->error, hash, with);
+}
+
+/* Every dead letter is logged once, at warn, when it is decided (a resend
+ * is not), within the rate limit of its reason. */
+static void dd_pipeline_log_dlq(dd_pipeline_t *pl, dd_item_t *item)
+{
+    rd_kafka_message_t *rkm = item->rkm;
+    dd_log_field_t f[] = {{"reason", dd_reason2str(item->reason)}};
+    uint64_t suppressed;
+
+    if (item->dlq_logged) return;
+    item->dlq_logged = 1;
+    if (!dd_log_enabled(DD_LOG_WARN)) return;
+    if (!pl->dlq_limit[item->reason].max) {
+        pl->dlq_limit[item->reason].max = DD_PIPELINE_DLQ_LINES;
+        pl->dlq_limit[item->reason].window_ms = DD_PIPELINE_DLQ_WINDOW_MS;
+    }
+    if (!dd_log_limit_take(&pl->dlq_limit[item->reason], dd_now_ms(), &suppressed)) return;
+    if (suppressed) dd_pipeline_dlq_suppressed(item->reason, suppressed);
+    if (item->reason == DD_REASON_CONFLICT && item->conflict_with != DD_CONFLICT_NONE) {
+        dd_pipeline_log_conflict(item, rkm);
+        return;
+    }
+    dd_log_msg_fields(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
+                      item->key_len ? item->key : NULL, f, DD_ARRAY_LEN(f),
+                      "Dead-lettering message (%s): %s", dd_reason2str(item->reason), item->error);
+}
 
 static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
 {
@@ -95,9 +182,10 @@ void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
 
     for (; list; list = next) {
         next = list->next;
-        if (list->outcome == DD_OUT_DLQ)
+        if (list->outcome == DD_OUT_DLQ) {
+            dd_pipeline_log_dlq(pl, list);
             dd_pipeline_send_dlq(pl, list);
-        else
+        } else
             dd_pipeline_finish(pl, list, now_us);
     }
     if (!pl->dlq) return;
@@ -107,13 +195,9 @@ void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms)
 
 void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t reason)
 {
-    rd_kafka_message_t *rkm = item->rkm;
-
     item->outcome = DD_OUT_DLQ;
     item->reason = reason;
-    dd_log_msg(DD_LOG_INFO, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
-               item->key_len ? item->key : NULL, "Dead-lettering message (%s): %s",
-               dd_reason2str(reason), item->error);
+    dd_pipeline_log_dlq(pl, item);
     dd_pipeline_send_dlq(pl, item);
 }
 

@@ -1,9 +1,9 @@
 /*
  * Inside the pipeline (see dd_pipeline.h), shared by its files only:
- * dd_pipeline.c (the loop, routing, rebalances, life cycle) and
+ * dd_pipeline.c (the loop, routing, rebalances, life cycle),
  * dd_pipeline_dlq.c (finished items and dead letters coming back from the
- * lanes). Everything here belongs to the consumer's thread, except what
- * mu guards.
+ * lanes) and dd_pipeline_status.c (progress and what it waits for). Everything here belongs to the
+ * consumer's thread, except what mu guards.
  */
 #ifndef DD_PIPELINE_INT_H
 #define DD_PIPELINE_INT_H
@@ -17,6 +17,7 @@
 #include "dd_json.h"
 #include "dd_key.h"
 #include "dd_lanes.h"
+#include "dd_log.h"
 #include "dd_offsets.h"
 #include "dd_parse.h"
 #include "dd_pipeline.h"
@@ -55,12 +56,31 @@ struct dd_pipeline_s {
     dd_lag_t *lags; /* snapshot for dd_pipeline_lag(), under mu */
     size_t lag_cnt, lag_cap;
     int64_t lag_refresh_ms;
+
+    /* what the log says */
+    dd_log_limit_t dlq_limit[DD_REASON_CNT]; /* dead-letter lines, per reason */
+    int64_t subscribed_ms;                   /* when the subscription was made */
+    int assign_seen;        /* a (maybe empty) assignment came since the last revoke */
+    int64_t tick_ms;        /* when the last status line was considered */
+    int64_t progress_ms;    /* when the last progress line was written */
+    uint64_t tick_messages; /* messages consumed by then */
+    int64_t tick_finish_ms; /* last_finish_ms by then */
+    int idle_said;          /* the idle line was written, and nothing happened since */
 };
 
 /* dd_pipeline.c */
 /* The item's offset may move: marks it in its partition's watermark and
  * recycles it. now_us: when it finished. */
 void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us);
+
+/* dd_pipeline_status.c */
+/* Partitions assigned now. */
+size_t dd_pipeline_assigned(dd_pipeline_t *pl);
+/* 1 when an assigned partition has more on the broker than was polled. */
+int dd_pipeline_behind(dd_pipeline_t *pl);
+/* Every few seconds (a cheap check otherwise): the progress line, or
+ * what the consumer waits for. */
+void dd_pipeline_status(dd_pipeline_t *pl);
 
 /* dd_pipeline_dlq.c */
 /* The dead-letter producer's delivery report (dd_dlq_cb_t). */
@@ -72,5 +92,8 @@ void dd_pipeline_drain(dd_pipeline_t *pl, int wait_ms);
 void dd_pipeline_reject(dd_pipeline_t *pl, dd_item_t *item, dd_reason_t reason);
 /* Shutdown, the lanes stopped: gives up the dead letters not acknowledged. */
 void dd_pipeline_abandon_dlq(dd_pipeline_t *pl);
+/* Says how many dead-letter lines the rate limit held back, for the
+ * reasons whose window is over (all of them when final). */
+void dd_pipeline_dlq_log_flush(dd_pipeline_t *pl, int final);
 
 #endif /* DD_PIPELINE_INT_H */

@@ -10,6 +10,7 @@
  */
 #include "dd_purge.h"
 
+#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,22 +192,76 @@ void dd_purge_destroy(dd_purge_t *purge)
 
 /* ---- `dedupd purge` ---- */
 
+typedef struct {
+    int dry_run;
+} dd_purge_opts_t;
+
+static int dd_purge_parse(void *opts, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"dry-run", no_argument, NULL, 'n'},
+                                             {NULL, 0, NULL, 0}};
+    dd_purge_opts_t *o = opts;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c != 'n') return DD_EXIT_USAGE;
+        o->dry_run = 1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dedupd purge: unexpected argument '%s'\n", argv[optind]);
+        return DD_EXIT_USAGE;
+    }
+    return DD_EXIT_OK;
+}
+
+/* --dry-run: counts what a pass would delete now (the same condition,
+ * through the same expire_at index), deleting nothing. */
+static int dd_purge_count(dd_db_t *db, const dd_conf_t *conf, uint64_t *n, char *errstr,
+                          size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    char sql[256];
+
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM `%s` WHERE expire_at < NOW(6) AND status <> 0",
+             conf->dedup.table);
+    if (mysql_query(mysql, sql) != 0 || !(res = mysql_store_result(mysql))) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+        return dd_db_classify(mysql_errno(mysql));
+    }
+    row = mysql_fetch_row(res);
+    *n = row && row[0] ? strtoull(row[0], NULL, 10) : 0;
+    mysql_free_result(res);
+    return DD_OK;
+}
+
 static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
 {
+    const dd_purge_opts_t *o = opts;
     dd_purge_result_t res;
     dd_db_t *db = NULL;
+    uint64_t would = 0, batches;
     char err[1024];
     int rc;
 
-    (void)opts;
     rc = dd_db_new(&db, conf, err, sizeof(err));
     /* Expiry does not depend on keys, but a table of another key format
      * is one no dedupd of this version should be maintaining. */
     if (!rc) rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
-    if (!rc) rc = dd_grants_check(db, conf, DD_GRANTS_PURGE, err, sizeof(err));
-    if (!rc) rc = dd_purge_pass(db, conf, NULL, &res, err, sizeof(err));
+    if (!rc)
+        rc = dd_grants_check(db, conf, o->dry_run ? DD_GRANTS_READ : DD_GRANTS_PURGE, err,
+                             sizeof(err));
+    if (!rc && o->dry_run) rc = dd_purge_count(db, conf, &would, err, sizeof(err));
+    batches = (would + (uint64_t)conf->purge.batch - 1) / (uint64_t)conf->purge.batch;
+    if (!rc && !o->dry_run) rc = dd_purge_pass(db, conf, NULL, &res, err, sizeof(err));
     if (rc)
-        fprintf(stderr, "dedupd purge: %s\n", err);
+        dd_log(DD_LOG_ERROR, "dedupd purge: %s", err);
+    else if (o->dry_run)
+        printf("would delete %llu expired %s from %s in %llu %s (dry run: nothing deleted)\n",
+               (unsigned long long)would, dd_purge_plural(would, "row", "rows"), conf->dedup.table,
+               (unsigned long long)batches, dd_purge_plural(batches, "batch", "batches"));
     else
         printf("deleted %llu expired %s from %s in %d %s\n", (unsigned long long)res.deleted,
                dd_purge_plural(res.deleted, "row", "rows"), conf->dedup.table, res.batches,
@@ -217,9 +272,9 @@ static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
 
 const dd_cmd_t dd_cmd_purge = {
     .name = "purge",
-    .args = "-c FILE",
+    .args = "-c FILE [--dry-run]",
     .summary = "delete expired dedup rows once, print the count",
-    .help = "usage: dedupd purge -c FILE\n"
+    .help = "usage: dedupd purge -c FILE [--dry-run]\n"
             "\n"
             "Deletes the expired rows of the dedup table (expire_at in the past, never a\n"
             "row in state 0) in batches of purge.batch, as `dedupd run` does every\n"
@@ -227,9 +282,16 @@ const dd_cmd_t dd_cmd_purge = {
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
+            "  --dry-run           count the rows a purge would delete now, delete nothing\n"
+            "                      (needs only SELECT on the dedup table)\n"
             "  -h, --help          this text\n"
             "\n"
-            "Exit status: 0 purged, 1 failure, 2 usage error.\n",
+            "Exit status:\n"
+            "  0  purged (or counted, with --dry-run)\n"
+            "  1  failure: the database, a missing privilege, a table of another key format\n"
+            "  2  usage error\n",
     .flags = DD_CMD_CONFIG,
+    .opts_size = sizeof(dd_purge_opts_t),
+    .parse = dd_purge_parse,
     .run = dd_purge_cmd_run,
 };

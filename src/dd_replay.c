@@ -102,6 +102,7 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
     if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_ranges(rp, errstr, errstr_size);
+    if (!rc) rc = dd_replay_group_offsets(rp, errstr, errstr_size);
     if (!rc && args->apply) rc = dd_replay_apply_start(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_assign(rp, errstr, errstr_size);
     return rc;
@@ -136,6 +137,7 @@ static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
 {
     dd_replay_t *rp = NULL;
     char err[1024] = "", aerr[1024] = "";
+    uint64_t findings;
     int rc, arc, complete;
 
     dd_signals_install();
@@ -157,11 +159,14 @@ static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
     if (!rc) rc = dd_replay_report(rp, complete, err, sizeof(err));
     if (!rc) dd_replay_print_summary(rp, complete);
     if (rc)
-        fprintf(stderr, "dedupd replay: %s\n", err);
+        dd_log(DD_LOG_ERROR, "dedupd replay: %s", err);
     else if (!complete)
-        fprintf(stderr, "dedupd replay: interrupted; the report covers what was read.\n");
+        dd_log(DD_LOG_WARN, "dedupd replay: interrupted by %s; the report covers what was read.",
+               dd_signal_name(atomic_load(&dd_stop_requested)));
+    findings = rc ? 0 : dd_replay_findings(rp);
     dd_replay_destroy(rp);
-    return rc || !complete ? DD_EXIT_FAIL : DD_EXIT_OK;
+    if (rc || !complete) return DD_EXIT_FAIL;
+    return findings && ((dd_replay_args_t *)opts)->fail_on_findings ? DD_EXIT_FINDINGS : DD_EXIT_OK;
 }
 
 const dd_cmd_t dd_cmd_replay = {
@@ -171,25 +176,43 @@ const dd_cmd_t dd_cmd_replay = {
     .help =
         "usage: dedupd replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
         "                     [--topic T]... [--partitions 0,2,4-7] [--apply]\n"
-        "                     [--report FILE] [--format json|csv] [--orphans]\n"
+        "                     [--report FILE] [--format json|csv] [--summary FILE]\n"
+        "                     [--orphans] [--fail-on-findings]\n"
         "\n"
         "Reads [--from, --to) of each partition (assign, no group, no commits) and\n"
         "compares every message's business key and request hash with the dedup table.\n"
-        "TIME: ISO-8601 with a zone (2026-11-29T10:00:00Z) or back from now (-2h, -30m).\n"
-        "OFFSET applies to every partition; --to is exclusive and defaults to the end\n"
-        "offsets when replay starts. --topic defaults to the configured topics.\n"
+        "A key without a row whose message the live group has not consumed yet (at or\n"
+        "past its committed offset) is pending, not missing.\n"
         "\n"
         "Options:\n"
-        "  -c, --config FILE   configuration file (libconfig)\n"
-        "  --apply     run missing keys (and failed ones when dedup.retry_failed) through\n"
-        "              the claim + handler transaction; report-only without it\n"
-        "  --orphans   also list dedup rows first seen in the range whose key is not in it\n"
-        "  --report    write the report to FILE instead of stdout\n"
-        "  --format    json (the default) or csv\n"
-        "  -h, --help  this text\n"
+        "  -c, --config FILE    configuration file (libconfig)\n"
+        "  --from POS           required: earliest, an OFFSET for every partition, or a\n"
+        "                       TIME: ISO-8601 with a zone (2026-11-29T10:00:00Z) or back\n"
+        "                       from now (-2h, -30m)\n"
+        "  --to POS             the end, exclusive: latest (the default: the end offsets\n"
+        "                       when replay starts), an OFFSET or a TIME\n"
+        "  --topic T            a topic to read (repeatable, or comma separated; default:\n"
+        "                       kafka.topics)\n"
+        "  --partitions LIST    partitions to read, numbers and ranges (default: all)\n"
+        "  --apply              run missing keys (and failed ones when\n"
+        "                       dedup.retry_failed) through the claim + handler\n"
+        "                       transaction; report-only without it\n"
+        "  --report FILE        write the report to FILE instead of stdout\n"
+        "  --format FORMAT      json (the default) or csv (a header and one row per\n"
+        "                       entry, nothing else)\n"
+        "  --summary FILE       also write the summary (JSON) to FILE; it always goes to\n"
+        "                       stderr as a table\n"
+        "  --orphans            also list dedup rows first seen in the range whose key is\n"
+        "                       not in it\n"
+        "  --fail-on-findings   exit 3 when keys are missing, conflicting or failed (after\n"
+        "                       --apply: not repaired), or copies conflict\n"
+        "  -h, --help           this text\n"
         "\n"
-        "Exit status: 0 report written (see its summary), 1 error or interrupted,\n"
-        "2 usage error.\n",
+        "Exit status:\n"
+        "  0  the report was written (with --fail-on-findings: and it has no findings)\n"
+        "  1  an error, or interrupted (the report covers what was read)\n"
+        "  2  usage error, an empty or inverted range included\n"
+        "  3  --fail-on-findings, and the report has findings\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_replay_args_t),
     .parse = dd_replay_args_parse,

@@ -284,6 +284,12 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
     case 'r':
         args->report = arg;
         return 0;
+    case 'S':
+        args->summary = arg;
+        return 0;
+    case 'x':
+        args->fail_on_findings = 1;
+        return 0;
     case 'F':
         if (strcmp(arg, "json") && strcmp(arg, "csv")) {
             snprintf(err, sizeof(err), "--format must be json or csv, not '%s'", arg);
@@ -308,6 +314,8 @@ int dd_replay_args_parse(void *opts, int argc, char **argv)
                                              {"orphans", no_argument, NULL, 'o'},
                                              {"report", required_argument, NULL, 'r'},
                                              {"format", required_argument, NULL, 'F'},
+                                             {"summary", required_argument, NULL, 'S'},
+                                             {"fail-on-findings", no_argument, NULL, 'x'},
                                              {NULL, 0, NULL, 0}};
     dd_replay_args_t *args = opts;
     struct timespec ts;

@@ -41,6 +41,7 @@ typedef enum {
     DD_RS_CONFLICT,   /* a row with another hash, or a copy unlike the first */
     DD_RS_FAILED,     /* a failed (rejected) row with the same hash */
     DD_RS_PROCESSING, /* a row in state 0 (a lease holder is on it) */
+    DD_RS_PENDING,    /* no row, and the live group has not consumed the message yet */
     DD_RS_BAD,        /* no key can be derived */
     DD_RS_CNT
 } dd_replay_status_t;
@@ -62,7 +63,9 @@ typedef struct {
     int32_t *parts; /* --partitions, or NULL for all */
     int part_cnt;
     int apply, orphans, csv;
+    int fail_on_findings; /* exit DD_EXIT_FINDINGS when the report has findings */
     const char *report;
+    const char *summary; /* --summary FILE: the summary as JSON */
 } dd_replay_args_t;
 
 /* One partition's range [start, end), fixed when replay starts. */
@@ -73,6 +76,9 @@ typedef struct {
     int64_t start, end;
     int64_t pos; /* next offset to read */
     int done;
+    /* The live group's committed offset when replay started (-1 none): a
+     * message at or past it may simply not be consumed yet. */
+    int64_t group_committed;
     /* TIME bounds, checked on each message's timestamp as well: brokers (and
      * the mock cluster) that cannot look offsets up by time answer -1. */
     int64_t from_ts, to_ts; /* -1: none */
@@ -132,6 +138,8 @@ int dd_replay_args_parse(void *opts, int argc, char **argv);
 
 /* dd_replay_range.c */
 int dd_replay_kafka_new(dd_replay_t *rp, char *errstr, size_t errstr_size);
+/* Where the live group (kafka.group) has committed each partition. */
+int dd_replay_group_offsets(dd_replay_t *rp, char *errstr, size_t errstr_size);
 /* The partitions to read, then their ranges, then assigned. */
 int dd_replay_partitions(dd_replay_t *rp, char *errstr, size_t errstr_size);
 int dd_replay_ranges(dd_replay_t *rp, char *errstr, size_t errstr_size);
@@ -162,5 +170,8 @@ int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_size);
 /* dd_replay_report.c */
 int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_size);
 void dd_replay_print_summary(dd_replay_t *rp, int complete);
+/* Findings of the report: keys missing or failed and not repaired,
+ * conflicting keys and copies (what --fail-on-findings exits 3 for). */
+uint64_t dd_replay_findings(const dd_replay_t *rp);
 
 #endif /* DD_REPLAY_INT_H */

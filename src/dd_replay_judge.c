@@ -46,14 +46,16 @@ int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
         "CREATE TEMPORARY TABLE dd_replay_key ("
         " biz_key VARBINARY(255) NOT NULL PRIMARY KEY, msg_hash BINARY(32) NOT NULL,"
         " topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL, koffset BIGINT NOT NULL,"
+        " kafka_key BLOB NULL,"
         " status TINYINT NOT NULL, reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL,"
         " detail VARCHAR(1024) NULL, outcome TINYINT NOT NULL DEFAULT 0,"
         " outcome_error VARCHAR(1024) NULL) ENGINE=InnoDB",
         "CREATE TEMPORARY TABLE dd_replay_event ("
         " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, biz_key VARBINARY(255) NULL,"
         " msg_hash BINARY(32) NULL, topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL,"
-        " koffset BIGINT NOT NULL, status TINYINT NOT NULL, reason VARCHAR(32) NULL,"
-        " stored_hash BINARY(32) NULL, detail VARCHAR(1024) NULL) ENGINE=InnoDB",
+        " koffset BIGINT NOT NULL, kafka_key BLOB NULL, status TINYINT NOT NULL,"
+        " reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL, detail VARCHAR(1024) NULL)"
+        " ENGINE=InnoDB",
     };
     int rc = DD_OK;
 
@@ -178,9 +180,24 @@ static size_t dd_replay_group(dd_replay_t *rp)
     return u;
 }
 
-static dd_replay_status_t dd_replay_judge(const dd_replay_ukey_t *k, const char **reason)
+/* 1 when the live group has not committed past the key's first message:
+ * a missing row may just mean it has not got there yet. */
+static int dd_replay_not_consumed(dd_replay_t *rp, const dd_item_t *it)
+{
+    const dd_replay_part_t *pt =
+        dd_replay_part_find(rp, rd_kafka_topic_name(it->rkm->rkt), it->rkm->partition);
+
+    return pt && (pt->group_committed < 0 || it->rkm->offset >= pt->group_committed);
+}
+
+static dd_replay_status_t dd_replay_judge(dd_replay_t *rp, const dd_replay_ukey_t *k,
+                                          const char **reason)
 {
     *reason = NULL;
+    if (!k->has_row && dd_replay_not_consumed(rp, k->first)) {
+        *reason = "not_consumed_yet";
+        return DD_RS_PENDING;
+    }
     if (!k->has_row) {
         *reason = "no_row";
         return DD_RS_MISSING;
@@ -198,12 +215,18 @@ static dd_replay_status_t dd_replay_judge(const dd_replay_ukey_t *k, const char 
     return DD_RS_PROCESSING;
 }
 
+/* topic, kpartition, koffset, kafka_key, */
 static void dd_replay_put_pos(dd_replay_t *rp, const dd_item_t *it)
 {
     const char *topic = rd_kafka_topic_name(it->rkm->rkt);
 
     dd_db_quote(&rp->sql, dd_db_mysql(rp->db), topic, strlen(topic));
     dd_buf_printf(&rp->sql, ",%d,%lld,", (int)it->rkm->partition, (long long)it->rkm->offset);
+    if (it->rkm->key)
+        dd_db_hex(&rp->sql, it->rkm->key, it->rkm->key_len);
+    else
+        dd_buf_puts(&rp->sql, "NULL");
+    dd_buf_puts(&rp->sql, ",");
 }
 
 void dd_replay_put_text(dd_replay_t *rp, const char *s)
@@ -221,13 +244,13 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
 
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_key (biz_key, msg_hash, topic, kpartition, "
-                          "koffset, status, reason, stored_hash, detail) VALUES ");
+                          "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
     for (size_t i = 0; i < u; i++) {
         dd_replay_ukey_t *k = &rp->uk[i];
         const char *reason;
         dd_replay_status_t st;
         if (k->seen) continue;
-        st = dd_replay_judge(k, &reason);
+        st = dd_replay_judge(rp, k, &reason);
         rp->sum.keys++;
         rp->sum.status[st]++;
         dd_buf_puts(&rp->sql, any++ ? ",(" : "(");
@@ -283,7 +306,7 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
 
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_event (biz_key, msg_hash, topic, kpartition, "
-                          "koffset, status, reason, stored_hash, detail) VALUES ");
+                          "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
     for (size_t i = 0; i < rp->n; i++) {
         dd_item_t *it = rp->batch[i];
         const dd_replay_ukey_t *k;
@@ -313,7 +336,7 @@ static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t er
         const char *reason;
         dd_replay_status_t st;
         if (k->seen) continue;
-        st = dd_replay_judge(k, &reason);
+        st = dd_replay_judge(rp, k, &reason);
         if (st == DD_RS_MISSING || (st == DD_RS_FAILED && rp->conf->dedup.retry_failed)) {
             rp->batch[k->first->seq] = NULL;
             if (!rc)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dd_common.h"
+#include "dd_kafka.h"
 #include "dd_log.h"
 
 /* The user's properties first, then what makes replay invisible to the
@@ -54,25 +55,47 @@ int dd_replay_kafka_new(dd_replay_t *rp, char *errstr, size_t errstr_size)
     return DD_OK;
 }
 
-/* Partition count of topic; retries while the cluster is settling. */
+/* Partition count of topic, looked up without creating it (a misspelled
+ * --topic is an error, not a new topic); retries while the cluster is
+ * settling. */
 static int dd_replay_partition_count(dd_replay_t *rp, const char *topic, int *cnt, char *errstr,
                                      size_t errstr_size)
 {
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rp->rk, topic, NULL);
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    int rc = DD_OK;
 
     for (int attempt = 0; attempt < 5; attempt++) {
-        const struct rd_kafka_metadata *md = NULL;
-        err = rd_kafka_metadata(rp->rk, 0, rkt, &md, DD_REPLAY_TIMEOUT_MS);
-        if (!err) err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-        if (!err) *cnt = md->topics[0].partition_cnt;
-        if (md) rd_kafka_metadata_destroy(md);
-        if (!err || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) break;
+        rc = dd_kafka_topic_partitions(rp->rk, topic, DD_REPLAY_TIMEOUT_MS, cnt, errstr,
+                                       errstr_size);
+        if (rc != DD_ERR_RETRIABLE) break;
         dd_sleep_ms(500, &dd_stop_requested);
     }
-    rd_kafka_topic_destroy(rkt);
-    if (err) dd_errstr_set(errstr, errstr_size, "topic %s: %s", topic, rd_kafka_err2str(err));
-    return err ? DD_ERR_FATAL : DD_OK;
+    return rc ? DD_ERR_FATAL : DD_OK;
+}
+
+/* The live group's committed offsets, read without joining it (a second,
+ * read-only handle under kafka.group: replay's own consumer has its own
+ * group id). A message at or past its partition's committed offset that
+ * has no row is `pending`, not `missing`: the live consumer may simply
+ * not have got there yet. */
+int dd_replay_group_offsets(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(rp->part_cnt);
+    rd_kafka_t *rk = NULL;
+    int rc;
+
+    for (int i = 0; i < rp->part_cnt; i++)
+        rd_kafka_topic_partition_list_add(list, rp->parts[i].topic, rp->parts[i].partition);
+    rc = dd_kafka_reader_new(&rk, rp->conf, rp->conf->kafka.group, errstr, errstr_size);
+    if (!rc) rc = dd_kafka_committed(rk, list, DD_REPLAY_TIMEOUT_MS, errstr, errstr_size);
+    for (int i = 0; !rc && i < rp->part_cnt; i++) {
+        rp->parts[i].group_committed = list->elems[i].offset;
+        dd_log(DD_LOG_DEBUG, "The group %s has committed %s [%d] up to offset %lld.",
+               rp->conf->kafka.group, rp->parts[i].topic, (int)rp->parts[i].partition,
+               (long long)list->elems[i].offset);
+    }
+    if (rk) rd_kafka_destroy(rk);
+    rd_kafka_topic_partition_list_destroy(list);
+    return rc ? DD_ERR_FATAL : DD_OK;
 }
 
 static int dd_replay_part_add(dd_replay_t *rp, const char *topic, int32_t partition)
@@ -85,6 +108,7 @@ static int dd_replay_part_add(dd_replay_t *rp, const char *topic, int32_t partit
     np[rp->part_cnt].topic = topic;
     np[rp->part_cnt].partition = partition;
     np[rp->part_cnt].from_ts = np[rp->part_cnt].to_ts = -1;
+    np[rp->part_cnt].group_committed = -1;
     rp->part_cnt++;
     return DD_OK;
 }

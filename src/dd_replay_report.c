@@ -15,7 +15,7 @@
 #include "dd_utf8.h"
 
 static const char *const dd_replay_status_names[DD_RS_CNT] = {
-    "none", "applied", "missing", "conflict", "failed", "processing", "bad"};
+    "none", "applied", "missing", "conflict", "failed", "processing", "pending", "bad"};
 
 static const char *const dd_replay_apply_names[DD_RA_CNT] = {"none", "repaired", "already_applied",
                                                              "failed"};
@@ -26,10 +26,47 @@ static const char *const dd_replay_row_names[3] = {"processing", "applied", "fai
 typedef struct {
     const char *status, *reason, *topic;
     const char *partition, *offset;
-    const char *key;
+    const char *key; /* the business key, bytes */
     size_t key_len;
+    const char *kafka_key; /* the message's Kafka key, bytes; NULL: none */
+    size_t kafka_key_len;
     const char *hash, *stored_hash, *detail, *apply, *apply_error, *row_status, *created_at;
 } dd_replay_entry_t;
+
+/* A key is reported as text when it is printable UTF-8 (no control
+ * characters), else in hex: JSON and CSV readers, and the eye, then get
+ * the same bytes back. Business keys and Kafka keys alike. */
+static int dd_replay_printable(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+    return dd_utf8_valid(s, n);
+}
+
+static void dd_replay_hex_fputs(FILE *out, const char *s, size_t n)
+{
+    char hex[2];
+
+    for (size_t i = 0; i < n; i++) {
+        dd_text_hex(hex, s + i, 1, 0);
+        fwrite(hex, 1, 2, out);
+    }
+}
+
+/* "name":"text", or "name":null,"name_hex":"..." (null alone: no key). */
+static void dd_replay_json_key(FILE *out, const char *name, const char *key, size_t len, int first)
+{
+    fprintf(out, "%s\"%s\":", first ? "" : ",", name);
+    if (key && dd_replay_printable(key, len)) {
+        dd_text_json_fputs(out, key, len, 0);
+        return;
+    }
+    fputs("null", out);
+    if (!key) return;
+    fprintf(out, ",\"%s_hex\":\"", name);
+    dd_replay_hex_fputs(out, key, len);
+    fputc('"', out);
+}
 
 static void dd_replay_json_field(FILE *out, const char *name, const char *v, int number)
 {
@@ -44,26 +81,14 @@ static void dd_replay_json_field(FILE *out, const char *name, const char *v, int
 static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int first)
 {
     fputs(first ? "\n    {" : ",\n    {", out);
-    fputs("\"key\":", out);
-    if (!e->key) {
-        fputs("null", out);
-    } else if (dd_utf8_valid(e->key, e->key_len)) {
-        dd_text_json_fputs(out, e->key, e->key_len, 0);
-    } else {
-        /* Keys are bytes; a JSON string cannot hold invalid UTF-8. */
-        fputs("null,\"key_hex\":\"", out);
-        for (size_t i = 0; i < e->key_len; i++) {
-            char hex[2];
-            dd_text_hex(hex, e->key + i, 1, 0);
-            fwrite(hex, 1, 2, out);
-        }
-        fputc('"', out);
-    }
+    dd_replay_json_key(out, "key", e->key, e->key_len, 1);
     dd_replay_json_field(out, "status", e->status, 0);
     dd_replay_json_field(out, "reason", e->reason, 0);
     dd_replay_json_field(out, "topic", e->topic, 0);
     dd_replay_json_field(out, "partition", e->partition, 1);
     dd_replay_json_field(out, "offset", e->offset, 1);
+    if (e->topic && !e->row_status) /* a message (an orphan is a row) */
+        dd_replay_json_key(out, "kafka_key", e->kafka_key, e->kafka_key_len, 0);
     dd_replay_json_field(out, "hash", e->hash, 0);
     dd_replay_json_field(out, "stored_hash", e->stored_hash, 0);
     dd_replay_json_field(out, "row_status", e->row_status, 0);
@@ -89,8 +114,22 @@ static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
     fputc(last ? '\n' : ',', out);
 }
 
+/* Two columns: the key as text, or (not printable UTF-8) in the _hex one. */
+static void dd_replay_csv_key(FILE *out, const char *key, size_t len)
+{
+    if (key && dd_replay_printable(key, len)) {
+        dd_replay_csv_field(out, key, len, 0);
+        fputc(',', out);
+        return;
+    }
+    fputc(',', out);
+    if (key) dd_replay_hex_fputs(out, key, len);
+    fputc(',', out);
+}
+
 #define DD_REPLAY_CSV_HEADER                                                                       \
-    "status,reason,topic,partition,offset,key,hash,stored_hash,detail,apply,apply_error\n"
+    "status,reason,topic,partition,offset,key,key_hex,kafka_key,kafka_key_hex,hash,stored_hash,"   \
+    "detail,apply,apply_error\n"
 
 static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
 {
@@ -99,7 +138,8 @@ static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
 
     for (size_t i = 0; i < DD_ARRAY_LEN(v); i++)
         dd_replay_csv_field(out, v[i], v[i] ? strlen(v[i]) : 0, 0);
-    dd_replay_csv_field(out, e->key, e->key ? e->key_len : 0, 0);
+    dd_replay_csv_key(out, e->key, e->key_len);
+    dd_replay_csv_key(out, e->kafka_key, e->kafka_key_len);
     dd_replay_csv_field(out, e->hash, e->hash ? strlen(e->hash) : 0, 0);
     dd_replay_csv_field(out, e->stored_hash, e->stored_hash ? strlen(e->stored_hash) : 0, 0);
     if (e->row_status)
@@ -124,7 +164,7 @@ static const char *dd_replay_name(const char *const *names, int cnt, const char 
 static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, size_t errstr_size)
 {
     static const char cols[] = "status, reason, topic, kpartition, koffset, biz_key, "
-                               "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail";
+                               "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail, kafka_key";
     MYSQL_RES *res;
     MYSQL_ROW row;
     int n = 0;
@@ -137,7 +177,7 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
     if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
-        int outcome = atoi(row[9]);
+        int outcome = atoi(row[10]);
         dd_replay_entry_t e = {
             .status = dd_replay_name(dd_replay_status_names, DD_RS_CNT, row[0]),
             .reason = row[1],
@@ -149,8 +189,10 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
             .hash = row[6],
             .stored_hash = row[7],
             .detail = row[8],
-            .apply_error = row[10],
-            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[9]) : NULL,
+            .kafka_key = row[9],
+            .kafka_key_len = len[9],
+            .apply_error = row[11],
+            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[10]) : NULL,
         };
         if (rp->args->csv)
             dd_replay_csv_entry(out, &e);
@@ -266,72 +308,69 @@ static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
 
 #define DD_REPLAY_KV_MAX 24
 
-static void dd_replay_write_head(dd_replay_t *rp, FILE *out, int complete)
+/* "summary": {...}, "ranges": [...] (without the braces around them): the
+ * head of the JSON report, and the whole of --summary FILE. */
+static void dd_replay_write_summary(dd_replay_t *rp, FILE *out, int complete)
 {
     dd_replay_kv_t kv[DD_REPLAY_KV_MAX];
     size_t n = dd_replay_kvs(rp, kv);
 
-    fprintf(out, "{\n  \"summary\": {\"mode\":\"%s\",\"complete\":%s",
+    fprintf(out, "  \"summary\": {\"mode\":\"%s\",\"complete\":%s",
             rp->args->apply ? "apply" : "report", complete ? "true" : "false");
     for (size_t i = 0; i < n; i++)
         fprintf(out, ",\"%s\":%llu", kv[i].name, (unsigned long long)kv[i].value);
-    fputs("},\n  \"ranges\": [", out);
+    fprintf(out, ",\"findings\":%llu},\n  \"ranges\": [",
+            (unsigned long long)dd_replay_findings(rp));
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
         fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
         dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
-        fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld}",
+        fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld",
                 (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+        if (pt->group_committed >= 0)
+            fprintf(out, ",\"group_committed\":%lld}", (long long)pt->group_committed);
+        else
+            fputs(",\"group_committed\":null}", out);
     }
-    fputs("\n  ],\n  \"entries\": [", out);
+    fputs("\n  ]", out);
 }
 
-static void dd_replay_write_trailer(dd_replay_t *rp, FILE *out, int complete)
-{
-    dd_replay_kv_t kv[DD_REPLAY_KV_MAX];
-    size_t n = dd_replay_kvs(rp, kv);
-
-    fprintf(out, "# summary mode=%s complete=%d", rp->args->apply ? "apply" : "report", complete);
-    for (size_t i = 0; i < n; i++)
-        fprintf(out, " %s=%llu", kv[i].name, (unsigned long long)kv[i].value);
-    fputc('\n', out);
-    for (int i = 0; i < rp->part_cnt; i++)
-        fprintf(out, "# range topic=%s partition=%d from=%lld to=%lld read_to=%lld\n",
-                rp->parts[i].topic, (int)rp->parts[i].partition, (long long)rp->parts[i].start,
-                (long long)rp->parts[i].end, (long long)rp->parts[i].pos);
-}
-
+/* The report: JSON (summary, ranges, entries, orphans) or CSV (a header
+ * line and the entries, nothing else: the summary goes to stderr and to
+ * --summary FILE, so strict CSV readers take the file as it is). */
 static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errstr,
                            size_t errstr_size)
 {
     int rc;
 
-    if (rp->args->csv)
+    if (rp->args->csv) {
         fputs(DD_REPLAY_CSV_HEADER, out);
-    else
-        dd_replay_write_head(rp, out, complete);
+    } else {
+        fputs("{\n", out);
+        dd_replay_write_summary(rp, out, complete);
+        fputs(",\n  \"entries\": [", out);
+    }
     rc = dd_replay_write_entries(rp, out, errstr, errstr_size);
     if (!rc && rp->args->orphans && !rp->args->csv) fputs("\n  ],\n  \"orphans\": [", out);
     if (!rc && rp->args->orphans) rc = dd_replay_write_orphans(rp, out, errstr, errstr_size);
-    if (rp->args->csv)
-        dd_replay_write_trailer(rp, out, complete);
-    else
-        fputs("\n  ]\n}\n", out);
+    if (!rp->args->csv) fputs("\n  ]\n}\n", out);
     return rc;
 }
 
-int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_size)
+/* Opens path for writing (NULL: stdout), runs write, and closes it,
+ * turning every write error into DD_ERR_IO. */
+static int dd_replay_write_file(dd_replay_t *rp, const char *path,
+                                int (*write)(dd_replay_t *, FILE *, int, char *, size_t),
+                                int complete, char *errstr, size_t errstr_size)
 {
-    const char *path = rp->args->report;
     FILE *out = path ? fopen(path, "w") : stdout;
-    int rc = DD_OK;
+    int rc;
 
     if (!out) {
         dd_errstr_set(errstr, errstr_size, "cannot write %s: %s", path, strerror(errno));
         return DD_ERR_IO;
     }
-    if (rp->args->orphans) rc = dd_replay_find_orphans(rp, errstr, errstr_size);
-    if (!rc) rc = dd_replay_write(rp, out, complete, errstr, errstr_size);
+    rc = write(rp, out, complete, errstr, errstr_size);
     if (fflush(out) != 0 || ferror(out)) {
         if (!rc)
             dd_errstr_set(errstr, errstr_size, "writing %s: %s", path ? path : "stdout",
@@ -343,6 +382,40 @@ int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_
         rc = DD_ERR_IO;
     }
     return rc;
+}
+
+static int dd_replay_write_summary_file(dd_replay_t *rp, FILE *out, int complete, char *errstr,
+                                        size_t errstr_size)
+{
+    (void)errstr;
+    (void)errstr_size;
+    fputs("{\n", out);
+    dd_replay_write_summary(rp, out, complete);
+    fputs("\n}\n", out);
+    return DD_OK;
+}
+
+int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    if (rp->args->orphans) rc = dd_replay_find_orphans(rp, errstr, errstr_size);
+    if (!rc)
+        rc = dd_replay_write_file(rp, rp->args->report, dd_replay_write, complete, errstr,
+                                  errstr_size);
+    if (!rc && rp->args->summary)
+        rc = dd_replay_write_file(rp, rp->args->summary, dd_replay_write_summary_file, complete,
+                                  errstr, errstr_size);
+    return rc;
+}
+
+uint64_t dd_replay_findings(const dd_replay_t *rp)
+{
+    const dd_replay_sum_t *s = &rp->sum;
+    uint64_t open = s->status[DD_RS_MISSING] + s->status[DD_RS_FAILED];
+    uint64_t fixed = s->apply[DD_RA_REPAIRED] + s->apply[DD_RA_ALREADY_APPLIED];
+
+    return (open > fixed ? open - fixed : 0) + s->status[DD_RS_CONFLICT] + s->copy_conflicts;
 }
 
 void dd_replay_print_summary(dd_replay_t *rp, int complete)
@@ -362,4 +435,5 @@ void dd_replay_print_summary(dd_replay_t *rp, int complete)
         fprintf(stderr, "  %s%-*s %12llu\n", sub ? "  " : "", sub ? 16 : 18, kv[i].name,
                 (unsigned long long)kv[i].value);
     }
+    fprintf(stderr, "  %-18s %12llu\n", "findings", (unsigned long long)dd_replay_findings(rp));
 }

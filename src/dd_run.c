@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <librdkafka/rdkafka.h>
+#include <mysql.h>
+
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_db.h"
@@ -70,11 +73,14 @@ static void dd_run_summary(dd_pipeline_t *pl)
            (unsigned long long)s.db_errors_retriable, (unsigned long long)s.batches,
            (unsigned long long)s.batched, (unsigned long long)s.batch_declined,
            (unsigned long long)s.claim_races);
-    /* poll -> finished latency, and the time from the first message polled
-     * to the last one finished (what the bench divides by) */
-    printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f active_s=%.3f fetch_wait_s=%.3f\n",
-           (double)dd_stats_latency_us(&s, 0.50) / 1000.0,
-           (double)dd_stats_latency_us(&s, 0.99) / 1000.0,
+    /* poll -> finished latency quantiles, as upper bounds: the bound of the
+     * histogram bucket holding the quantile, in whole ms rounded up (the
+     * quantile is at most this, and at least 0.8 of it); then the time
+     * from the first message polled to the last one finished (what the
+     * bench divides by) */
+    printf(" latency_p50_le_ms=%lld latency_p99_le_ms=%lld active_s=%.3f fetch_wait_s=%.3f\n",
+           (long long)((dd_stats_latency_us(&s, 0.50) + 999) / 1000),
+           (long long)((dd_stats_latency_us(&s, 0.99) + 999) / 1000),
            s.first_poll_ms ? (double)(s.last_finish_ms - s.first_poll_ms) / 1000.0 : 0.0,
            (double)s.fetch_wait_us / 1e6);
     fflush(stdout);
@@ -103,10 +109,28 @@ static void dd_run_report(void *opaque, dd_validate_level_t level, const char *w
     dd_log(levels[level], "%s: %s", what, text);
 }
 
-/* The last line, once everything is released, says how it ended. */
-static void dd_run_log_end(const dd_stats_t *end)
+/* The first line: what is starting, with what. */
+static void dd_run_log_start(const dd_conf_t *conf)
 {
-    if (end->abandoned)
+    char topics[512] = "";
+    size_t pos = 0;
+
+    for (int i = 0; i < conf->kafka.topic_cnt && pos < sizeof(topics); i++)
+        pos += (size_t)snprintf(topics + pos, sizeof(topics) - pos, "%s%s", i ? "," : "",
+                                conf->kafka.topics[i]);
+    dd_log(DD_LOG_INFO,
+           "Starting dedupd %s (librdkafka %s, MariaDB Connector/C %s): config %s, group %s, "
+           "topics %s, handler %s, %d worker(s).",
+           DEDUPD_VERSION, rd_kafka_version_str(), mysql_get_client_info(), conf->path,
+           conf->kafka.group, topics, conf->handler.path, conf->workers);
+}
+
+/* The last line, once everything is released, says how it ended. */
+static void dd_run_log_end(const dd_stats_t *end, int rc)
+{
+    if (rc)
+        dd_log(DD_LOG_ERROR, "Stopped after an error (exit status 1).");
+    else if (end->abandoned)
         dd_log(DD_LOG_WARN,
                "Stopped, abandoning %lld message(s) (%lld of them waiting for "
                "their dead letter's acknowledgement): their offsets were not committed, so "
@@ -128,7 +152,10 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     int rc;
 
     dd_signals_install();
+    dd_run_log_start(conf);
     rc = dd_validate_conf(conf, &h, dd_run_report, NULL, err, sizeof(err));
+    if (!rc)
+        dd_log(DD_LOG_INFO, "Handler %s loaded from %s.", dd_handler_name(h), dd_handler_path(h));
     if (!rc) rc = dd_run_check_table(conf, err, sizeof(err));
     if (!rc) rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
     if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
@@ -136,8 +163,6 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
     if (!rc) rc = dd_purge_start(purge, err, sizeof(err));
     if (!rc) {
-        dd_log(DD_LOG_INFO, "dedupd %s starting: group %s, %d worker(s), handler %s.",
-               DEDUPD_VERSION, conf->kafka.group, conf->workers, dd_handler_name(h));
         rc = dd_pipeline_run(pl, o->exit_at_end, &dd_stop_requested, err, sizeof(err));
         dd_run_summary(pl);
         dd_pipeline_stats(pl, &end);
@@ -147,7 +172,7 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     dd_http_destroy(http);
     dd_pipeline_destroy(pl);
     dd_handler_destroy(h);
-    if (!rc) dd_run_log_end(&end);
+    dd_run_log_end(&end, rc);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
@@ -167,7 +192,10 @@ const dd_cmd_t dd_cmd_run = {
             "                      committed up to its end offset at start\n"
             "  -h, --help          this text\n"
             "\n"
-            "Exit status: 0 stopped cleanly, 1 failure, 2 usage error.\n",
+            "Exit status:\n"
+            "  0  stopped cleanly (SIGTERM/SIGINT, or the end with --exit-at-end)\n"
+            "  1  failure: configuration, database, a fatal Kafka or handler error\n"
+            "  2  usage error\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_run_opts_t),
     .parse = dd_run_parse,

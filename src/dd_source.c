@@ -39,6 +39,39 @@ static void dd_source_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
+/* The offset a partition's group has committed, as this consumer knows it. */
+static void dd_source_committed_str(dd_source_t *src, const char *topic, int32_t partition,
+                                    char *out, size_t out_size)
+{
+    dd_ptrack_t *pt = dd_offsets_get(src->offs, topic, partition, 0);
+
+    if (pt && pt->committed >= 0)
+        snprintf(out, out_size, "%lld", (long long)pt->committed);
+    else
+        snprintf(out, out_size, "none");
+}
+
+/* One line per revoked partition, with the offset its group keeps. */
+static void dd_source_log_revoked(dd_source_t *src, const rd_kafka_topic_partition_list_t *parts,
+                                  int lost)
+{
+    char at[32];
+
+    for (int i = 0; i < parts->cnt; i++) {
+        dd_source_committed_str(src, parts->elems[i].topic, parts->elems[i].partition, at,
+                                sizeof(at));
+        if (lost)
+            dd_log(DD_LOG_WARN,
+                   "Lost %s [%d]: another member may own it already, so nothing was committed; "
+                   "the committed offset stays %s, and what was applied after it comes again "
+                   "and is skipped as duplicates.",
+                   parts->elems[i].topic, (int)parts->elems[i].partition, at);
+        else
+            dd_log(DD_LOG_INFO, "Revoked %s [%d]: committed offset %s.", parts->elems[i].topic,
+                   (int)parts->elems[i].partition, at);
+    }
+}
+
 static void dd_source_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                    rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -48,7 +81,8 @@ static void dd_source_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_resp_err_t rerr = 0;
 
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        dd_log(DD_LOG_INFO, "Assigned %d partition(s).", parts->cnt);
+        dd_log(DD_LOG_INFO, "The group %s assigned %d partition(s) to this member.",
+               src->conf->kafka.group, parts->cnt);
         src->cb(src->cb_arg, 1, parts, 0);
         if (cooperative)
             error = rd_kafka_incremental_assign(rk, parts);
@@ -64,6 +98,7 @@ static void dd_source_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             char errstr[256];
             dd_source_commit_sync(src, errstr, sizeof(errstr));
         }
+        dd_source_log_revoked(src, parts, lost);
         if (cooperative)
             error = rd_kafka_incremental_unassign(rk, parts);
         else
@@ -270,6 +305,29 @@ void dd_source_store(dd_source_t *src)
     rd_kafka_topic_partition_list_destroy(list);
 }
 
+static void dd_source_note_committed(dd_source_t *src,
+                                     const rd_kafka_topic_partition_list_t *offsets)
+{
+    for (int i = 0; offsets && i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *p = &offsets->elems[i];
+        dd_ptrack_t *pt = dd_offsets_get(src->offs, p->topic, p->partition, 0);
+        if (!p->err && pt && p->offset >= 0 && p->offset > pt->committed) pt->committed = p->offset;
+    }
+}
+
+void dd_source_log_committed(dd_source_t *src, const char *what)
+{
+    char at[32];
+
+    for (size_t i = 0; i < dd_offsets_count(src->offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(src->offs, i);
+        if (!pt->assigned) continue;
+        dd_source_committed_str(src, pt->topic, pt->partition, at, sizeof(at));
+        dd_log(DD_LOG_INFO, "%s: %s [%d]: committed offset %s.", what, pt->topic,
+               (int)pt->partition, at);
+    }
+}
+
 /* rd_kafka_commit() waits for the result without a bound; the reply on a
  * queue of our own can be waited for with one. The offset commit callback
  * still sees the result (librdkafka posts it to both). */
@@ -284,6 +342,9 @@ int dd_source_commit_wait(dd_source_t *src, int timeout_ms, char *errstr, size_t
         ev = rd_kafka_queue_poll(q, timeout_ms);
         err = ev ? rd_kafka_event_error(ev) : RD_KAFKA_RESP_ERR__TIMED_OUT;
     }
+    /* What was committed: the trackers know it before any callback runs,
+     * so the lines about revokes and the final commit can say it. */
+    if (ev) dd_source_note_committed(src, rd_kafka_event_topic_partition_list(ev));
     if (ev) rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q); /* a reply after the timeout is dropped */
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
@@ -347,8 +408,10 @@ void dd_source_destroy(dd_source_t *src)
 {
     if (!src) return;
     if (src->rk) {
+        dd_log(DD_LOG_INFO, "Leaving the group %s.", src->conf->kafka.group);
         if (dd_source_leave(src, DD_SOURCE_CLOSE_MS)) {
             rd_kafka_destroy(src->rk);
+            dd_log(DD_LOG_INFO, "Left the group %s.", src->conf->kafka.group);
         } else {
             dd_log(DD_LOG_WARN,
                    "The consumer did not leave the group within %d ms; the "

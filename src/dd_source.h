@@ -64,6 +64,11 @@ int dd_source_commit_wait(dd_source_t *src, int timeout_ms, char *errstr, size_t
 #define DD_SOURCE_COMMIT_MS 5000
 int dd_source_commit_sync(dd_source_t *src, char *errstr, size_t errstr_size);
 
+/* Logs "<what>: topic [partition] at offset N." (or "none") for every
+ * assigned partition: the offset its group has committed, as the last
+ * commit result said. */
+void dd_source_log_committed(dd_source_t *src, const char *what);
+
 /* Pauses or resumes every assigned partition (backpressure). */
 void dd_source_pause(dd_source_t *src, int pause);
 int dd_source_paused(const dd_source_t *src);

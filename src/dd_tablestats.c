@@ -1,19 +1,55 @@
 /*
- * `dedupd stats`: the dedup table at a glance, for an operator. Rows by
- * status, the oldest and newest, what awaits the purge and the retention
- * settings, and the most frequent errors of failed rows (the table's
- * record of rejected keys; conflicts leave no row, so they are only in the
- * dead-letter topic and the metrics). Every query is an aggregate the
- * table's indexes make cheap, or a scan the output says it is.
+ * `dedupd stats`: the dedup table and the consumer group at a glance, for
+ * an operator or, with --format json, a script. Rows by status, the oldest
+ * and newest, what awaits the purge and the retention settings, the most
+ * frequent errors of failed rows (the table's record of rejected keys;
+ * conflicts leave no row, so they are only in the dead-letter topic and
+ * the metrics), and the group's committed offsets, end offsets and lag per
+ * partition. Every query is an aggregate the table's indexes make cheap,
+ * or a scan the output says it is; the group's offsets are read without
+ * joining it (dd_kafka.h), so the live consumers do not rebalance.
  */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_db.h"
 #include "dd_grants.h"
+#include "dd_kafka.h"
+#include "dd_log.h"
+#include "dd_text.h"
+
+#define DD_TABLESTATS_TOP 5
+#define DD_TABLESTATS_KAFKA_MS 10000
+
+typedef struct {
+    int json;
+} dd_tablestats_opts_t;
+
+/* What the table says. */
+typedef struct {
+    unsigned long long status[3], other, rows;
+    int have_rows;
+    char oldest[32], newest[32];
+    long long oldest_age_s, newest_age_s;
+    unsigned long long expired_done, expired_processing;
+    struct {
+        unsigned long long rows;
+        char error[104];
+    } failed[DD_TABLESTATS_TOP];
+    int failed_cnt;
+} dd_tablestats_t;
+
+/* What the group's offsets say. */
+typedef struct {
+    dd_kafka_part_t *parts;
+    int cnt;
+    char error[512]; /* "" when they were read */
+} dd_tablestats_group_t;
 
 /* Runs a SELECT and returns its stored result, or NULL with errstr set. */
 static MYSQL_RES *dd_tablestats_select(dd_db_t *db, const char *sql, char *errstr,
@@ -26,6 +62,132 @@ static MYSQL_RES *dd_tablestats_select(dd_db_t *db, const char *sql, char *errst
         dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
     return res;
 }
+
+/* ---- reading ---- */
+
+static int dd_tablestats_by_status(dd_db_t *db, const char *table, dd_tablestats_t *ts,
+                                   char *errstr, size_t errstr_size)
+{
+    char sql[256];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    snprintf(sql, sizeof(sql), "SELECT status, COUNT(*) FROM `%s` GROUP BY status", table);
+    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
+    while ((row = mysql_fetch_row(res))) {
+        int st = atoi(row[0]);
+        if (st >= 0 && st <= 2)
+            ts->status[st] = strtoull(row[1], NULL, 10);
+        else
+            ts->other += strtoull(row[1], NULL, 10);
+    }
+    mysql_free_result(res);
+    ts->rows = ts->status[0] + ts->status[1] + ts->status[2] + ts->other;
+    return DD_OK;
+}
+
+static int dd_tablestats_ages(dd_db_t *db, const char *table, dd_tablestats_t *ts, char *errstr,
+                              size_t errstr_size)
+{
+    char sql[512];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    snprintf(sql, sizeof(sql),
+             "SELECT DATE_FORMAT(MIN(created_at), '%%Y-%%m-%%d %%H:%%i:%%s'),"
+             " TIMESTAMPDIFF(SECOND, MIN(created_at), NOW(6)),"
+             " DATE_FORMAT(MAX(created_at), '%%Y-%%m-%%d %%H:%%i:%%s'),"
+             " TIMESTAMPDIFF(SECOND, MAX(created_at), NOW(6)) FROM `%s`",
+             table);
+    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
+    row = mysql_fetch_row(res);
+    if (row && row[0]) {
+        ts->have_rows = 1;
+        snprintf(ts->oldest, sizeof(ts->oldest), "%s", row[0]);
+        ts->oldest_age_s = atoll(row[1]);
+        snprintf(ts->newest, sizeof(ts->newest), "%s", row[2]);
+        ts->newest_age_s = atoll(row[3]);
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+static int dd_tablestats_expired(dd_db_t *db, const char *table, dd_tablestats_t *ts, char *errstr,
+                                 size_t errstr_size)
+{
+    char sql[256];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    /* Uses the expire_at index: cheap even on a large table. */
+    snprintf(sql, sizeof(sql),
+             "SELECT COALESCE(SUM(status <> 0), 0), COALESCE(SUM(status = 0), 0) FROM `%s`"
+             " WHERE expire_at < NOW(6)",
+             table);
+    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
+    if ((row = mysql_fetch_row(res))) {
+        ts->expired_done = strtoull(row[0], NULL, 10);
+        ts->expired_processing = strtoull(row[1], NULL, 10);
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* Failed rows are the table's record of dead letters: each carries the
+ * handler's error. */
+static int dd_tablestats_failures(dd_db_t *db, const char *table, dd_tablestats_t *ts, char *errstr,
+                                  size_t errstr_size)
+{
+    char sql[256];
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*), LEFT(COALESCE(error, '(no error recorded)'), 100) FROM `%s`"
+             " WHERE status = 2 GROUP BY 2 ORDER BY 1 DESC, 2 LIMIT %d",
+             table, DD_TABLESTATS_TOP);
+    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
+    while ((row = mysql_fetch_row(res)) && ts->failed_cnt < DD_TABLESTATS_TOP) {
+        ts->failed[ts->failed_cnt].rows = strtoull(row[0], NULL, 10);
+        snprintf(ts->failed[ts->failed_cnt].error, sizeof(ts->failed[0].error), "%s", row[1]);
+        ts->failed_cnt++;
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+static int dd_tablestats_read(const dd_conf_t *conf, dd_tablestats_t *ts, char *errstr,
+                              size_t errstr_size)
+{
+    const char *table = conf->dedup.table;
+    dd_db_t *db = NULL;
+    int rc = dd_db_new(&db, conf, errstr, errstr_size);
+
+    if (!rc) rc = dd_grants_check(db, conf, DD_GRANTS_READ, errstr, errstr_size);
+    if (!rc) rc = dd_tablestats_by_status(db, table, ts, errstr, errstr_size);
+    if (!rc) rc = dd_tablestats_ages(db, table, ts, errstr, errstr_size);
+    if (!rc) rc = dd_tablestats_expired(db, table, ts, errstr, errstr_size);
+    if (!rc) rc = dd_tablestats_failures(db, table, ts, errstr, errstr_size);
+    dd_db_destroy(db);
+    return rc;
+}
+
+/* The group's offsets, read without joining it. A failure is shown in
+ * the output (the table's figures stand on their own) and fails the
+ * command. */
+static void dd_tablestats_read_group(const dd_conf_t *conf, dd_tablestats_group_t *g)
+{
+    rd_kafka_t *rk = NULL;
+
+    if (dd_kafka_reader_new(&rk, conf, conf->kafka.group, g->error, sizeof(g->error)) == DD_OK &&
+        dd_kafka_group_offsets(rk, (const char *const *)conf->kafka.topics, conf->kafka.topic_cnt,
+                               DD_TABLESTATS_KAFKA_MS, &g->parts, &g->cnt, g->error,
+                               sizeof(g->error)) == DD_OK)
+        g->error[0] = '\0';
+    if (rk) rd_kafka_destroy(rk);
+}
+
+/* ---- text ---- */
 
 static void dd_tablestats_line(const char *label, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -54,148 +216,234 @@ static void dd_tablestats_age(long long s, char *out, size_t out_size)
         snprintf(out, out_size, "%llds", s);
 }
 
-static int dd_tablestats_by_status(dd_db_t *db, const char *table, char *errstr, size_t errstr_size)
+static void dd_tablestats_offset(int64_t v, char *out, size_t out_size)
 {
-    unsigned long long n[3] = {0, 0, 0}, other = 0;
-    char sql[256];
-    MYSQL_RES *res;
-    MYSQL_ROW row;
-
-    snprintf(sql, sizeof(sql), "SELECT status, COUNT(*) FROM `%s` GROUP BY status", table);
-    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
-    while ((row = mysql_fetch_row(res))) {
-        int st = atoi(row[0]);
-        if (st >= 0 && st <= 2)
-            n[st] = strtoull(row[1], NULL, 10);
-        else
-            other += strtoull(row[1], NULL, 10);
-    }
-    mysql_free_result(res);
-    dd_tablestats_line("rows", "%llu", n[0] + n[1] + n[2] + other);
-    dd_tablestats_line("  applied (status 1)", "%llu", n[1]);
-    dd_tablestats_line("  failed (status 2)", "%llu", n[2]);
-    dd_tablestats_line("  processing (status 0)", "%llu", n[0]);
-    if (other) dd_tablestats_line("  unknown status", "%llu", other);
-    return DD_OK;
+    if (v >= 0)
+        snprintf(out, out_size, "%lld", (long long)v);
+    else
+        snprintf(out, out_size, "none");
 }
 
-static int dd_tablestats_ages(dd_db_t *db, const char *table, char *errstr, size_t errstr_size)
+static void dd_tablestats_text_group(const dd_conf_t *conf, const dd_tablestats_group_t *g)
 {
-    char sql[512], age[32];
-    MYSQL_RES *res;
-    MYSQL_ROW row;
+    char label[300], committed[32];
+    long long total = 0;
 
-    snprintf(sql, sizeof(sql),
-             "SELECT DATE_FORMAT(MIN(created_at), '%%Y-%%m-%%d %%H:%%i:%%s'),"
-             " TIMESTAMPDIFF(SECOND, MIN(created_at), NOW(6)),"
-             " DATE_FORMAT(MAX(created_at), '%%Y-%%m-%%d %%H:%%i:%%s'),"
-             " TIMESTAMPDIFF(SECOND, MAX(created_at), NOW(6)) FROM `%s`",
-             table);
-    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
-    row = mysql_fetch_row(res);
-    if (row && row[0]) {
-        dd_tablestats_age(atoll(row[1]), age, sizeof(age));
-        dd_tablestats_line("oldest row", "%s (created %s ago)", row[0], age);
-        dd_tablestats_age(atoll(row[3]), age, sizeof(age));
-        dd_tablestats_line("newest row", "%s (created %s ago)", row[2], age);
+    printf("group %s: committed offsets, end offsets and lag (read without joining)\n",
+           conf->kafka.group);
+    if (g->error[0]) {
+        printf("  cannot read them: %s\n", g->error);
+        return;
+    }
+    for (int i = 0; i < g->cnt; i++) {
+        const dd_kafka_part_t *p = &g->parts[i];
+        snprintf(label, sizeof(label), "  %s [%d]", p->topic, (int)p->partition);
+        dd_tablestats_offset(p->committed, committed, sizeof(committed));
+        dd_tablestats_line(label, "committed %s, end %lld, lag %lld", committed, (long long)p->high,
+                           (long long)p->lag);
+        total += p->lag;
+    }
+    dd_tablestats_line("  total lag", "%lld", total);
+}
+
+static void dd_tablestats_text(const dd_conf_t *conf, const dd_tablestats_t *ts,
+                               const dd_tablestats_group_t *g)
+{
+    char age[32], every[32], iv[32];
+
+    dd_tablestats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
+    dd_tablestats_line("rows", "%llu", ts->rows);
+    dd_tablestats_line("  applied (status 1)", "%llu", ts->status[1]);
+    dd_tablestats_line("  failed (status 2)", "%llu", ts->status[2]);
+    dd_tablestats_line("  processing (status 0)", "%llu", ts->status[0]);
+    if (ts->other) dd_tablestats_line("  unknown status", "%llu", ts->other);
+    if (ts->have_rows) {
+        dd_tablestats_age(ts->oldest_age_s, age, sizeof(age));
+        dd_tablestats_line("oldest row", "%s (created %s ago)", ts->oldest, age);
+        dd_tablestats_age(ts->newest_age_s, age, sizeof(age));
+        dd_tablestats_line("newest row", "%s (created %s ago)", ts->newest, age);
     } else {
         dd_tablestats_line("oldest row", "-");
         dd_tablestats_line("newest row", "-");
     }
-    mysql_free_result(res);
-    return DD_OK;
-}
-
-static int dd_tablestats_expired(dd_db_t *db, const dd_conf_t *conf, char *errstr,
-                                 size_t errstr_size)
-{
-    char sql[256], every[32];
-    MYSQL_RES *res;
-    MYSQL_ROW row;
-
-    /* Uses the expire_at index: cheap even on a large table. */
-    snprintf(sql, sizeof(sql),
-             "SELECT COALESCE(SUM(status <> 0), 0), COALESCE(SUM(status = 0), 0) FROM `%s`"
-             " WHERE expire_at < NOW(6)",
-             conf->dedup.table);
-    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
-    row = mysql_fetch_row(res);
-    dd_tablestats_line("expired, awaiting purge", "%s", row ? row[0] : "0");
-    dd_tablestats_line("expired, still processing", "%s (status 0: never purged)",
-                       row ? row[1] : "0");
-    mysql_free_result(res);
+    dd_tablestats_line("expired, awaiting purge", "%llu", ts->expired_done);
+    dd_tablestats_line("expired, still processing", "%llu (status 0: never purged)",
+                       ts->expired_processing);
     dd_tablestats_age(conf->dedup.ttl_s, every, sizeof(every));
     if (conf->purge.interval_s > 0) {
-        char iv[32];
         dd_tablestats_age(conf->purge.interval_s, iv, sizeof(iv));
         dd_tablestats_line("retention", "ttl %s; `dedupd run` purges every %s, %d rows per batch",
                            every, iv, conf->purge.batch);
     } else {
         dd_tablestats_line("retention", "ttl %s; background purge off (purge.interval = 0)", every);
     }
-    return DD_OK;
-}
-
-/* Failed rows are the table's record of dead letters: each carries the
- * handler's error. Conflicts leave no row (the key belongs to the first
- * payload), so they are only in the dead-letter topic and the metrics. */
-static int dd_tablestats_failures(dd_db_t *db, const char *table, char *errstr, size_t errstr_size)
-{
-    char sql[256];
-    MYSQL_RES *res;
-    MYSQL_ROW row;
-
-    snprintf(sql, sizeof(sql),
-             "SELECT COUNT(*), LEFT(COALESCE(error, '(no error recorded)'), 100) FROM `%s`"
-             " WHERE status = 2 GROUP BY 2 ORDER BY 1 DESC, 2 LIMIT 5",
-             table);
-    if (!(res = dd_tablestats_select(db, sql, errstr, errstr_size))) return DD_ERR_FATAL;
-    if (mysql_num_rows(res) > 0) printf("failed rows by error (top 5):\n");
-    while ((row = mysql_fetch_row(res)))
-        printf("  %8s  %s\n", row[0], row[1]);
-    mysql_free_result(res);
+    if (ts->failed_cnt > 0) printf("failed rows by error (top %d):\n", DD_TABLESTATS_TOP);
+    for (int i = 0; i < ts->failed_cnt; i++)
+        printf("  %8llu  %s\n", ts->failed[i].rows, ts->failed[i].error);
     printf("dead letters: the table records rejected keys as failed rows (status 2, with the "
            "error);\nconflicts are not stored in the table (a conflicting message goes to the "
            "dead-letter\ntopic only): see dedupd_conflicts_total and "
            "dedupd_dead_letters_total on /metrics.\n");
-    return DD_OK;
+    dd_tablestats_text_group(conf, g);
+}
+
+/* ---- JSON ---- */
+
+static void dd_tablestats_json_str(const char *name, const char *v, int first)
+{
+    printf("%s\"%s\":", first ? "" : ",", name);
+    if (v)
+        dd_text_json_fputs(stdout, v, strlen(v), 0);
+    else
+        fputs("null", stdout);
+}
+
+static void dd_tablestats_json_num(const char *name, long long v, int null, int first)
+{
+    printf("%s\"%s\":", first ? "" : ",", name);
+    if (null)
+        fputs("null", stdout);
+    else
+        printf("%lld", v);
+}
+
+static void dd_tablestats_json_group(const dd_conf_t *conf, const dd_tablestats_group_t *g)
+{
+    long long total = 0;
+
+    fputs("\"group\":{", stdout);
+    dd_tablestats_json_str("id", conf->kafka.group, 1);
+    if (g->error[0]) {
+        dd_tablestats_json_str("error", g->error, 0);
+        fputs("}", stdout);
+        return;
+    }
+    fputs(",\"partitions\":[", stdout);
+    for (int i = 0; i < g->cnt; i++) {
+        const dd_kafka_part_t *p = &g->parts[i];
+        fputs(i ? ",{" : "{", stdout);
+        dd_tablestats_json_str("topic", p->topic, 1);
+        dd_tablestats_json_num("partition", p->partition, 0, 0);
+        dd_tablestats_json_num("committed", p->committed, p->committed < 0, 0);
+        dd_tablestats_json_num("low", p->low, 0, 0);
+        dd_tablestats_json_num("end", p->high, 0, 0);
+        dd_tablestats_json_num("lag", p->lag, 0, 0);
+        fputs("}", stdout);
+        total += p->lag;
+    }
+    fputs("]", stdout);
+    dd_tablestats_json_num("lag", total, 0, 0);
+    fputs("}", stdout);
+}
+
+static void dd_tablestats_json(const dd_conf_t *conf, const dd_tablestats_t *ts,
+                               const dd_tablestats_group_t *g)
+{
+    fputs("{\"table\":{", stdout);
+    dd_tablestats_json_str("database", conf->mysql.database, 1);
+    dd_tablestats_json_str("name", conf->dedup.table, 0);
+    dd_tablestats_json_num("rows", (long long)ts->rows, 0, 0);
+    dd_tablestats_json_num("applied", (long long)ts->status[1], 0, 0);
+    dd_tablestats_json_num("failed", (long long)ts->status[2], 0, 0);
+    dd_tablestats_json_num("processing", (long long)ts->status[0], 0, 0);
+    dd_tablestats_json_num("unknown_status", (long long)ts->other, 0, 0);
+    dd_tablestats_json_str("oldest_created_at", ts->have_rows ? ts->oldest : NULL, 0);
+    dd_tablestats_json_num("oldest_age_s", ts->oldest_age_s, !ts->have_rows, 0);
+    dd_tablestats_json_str("newest_created_at", ts->have_rows ? ts->newest : NULL, 0);
+    dd_tablestats_json_num("newest_age_s", ts->newest_age_s, !ts->have_rows, 0);
+    dd_tablestats_json_num("expired_awaiting_purge", (long long)ts->expired_done, 0, 0);
+    dd_tablestats_json_num("expired_processing", (long long)ts->expired_processing, 0, 0);
+    fputs(",\"failed_by_error\":[", stdout);
+    for (int i = 0; i < ts->failed_cnt; i++) {
+        fputs(i ? ",{" : "{", stdout);
+        dd_tablestats_json_str("error", ts->failed[i].error, 1);
+        dd_tablestats_json_num("rows", (long long)ts->failed[i].rows, 0, 0);
+        fputs("}", stdout);
+    }
+    fputs("]},\"retention\":{", stdout);
+    dd_tablestats_json_num("ttl_s", conf->dedup.ttl_s, 0, 1);
+    dd_tablestats_json_num("purge_interval_s", conf->purge.interval_s, 0, 0);
+    dd_tablestats_json_num("purge_batch", conf->purge.batch, 0, 0);
+    fputs("},", stdout);
+    dd_tablestats_json_group(conf, g);
+    fputs("}\n", stdout);
+}
+
+/* ---- the command ---- */
+
+static int dd_tablestats_parse(void *opts, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"format", required_argument, NULL, 'F'},
+                                             {NULL, 0, NULL, 0}};
+    dd_tablestats_opts_t *o = opts;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c != 'F') return DD_EXIT_USAGE;
+        if (strcmp(optarg, "text") && strcmp(optarg, "json")) {
+            fprintf(stderr, "dedupd stats: --format must be text or json, not '%s'\n", optarg);
+            return DD_EXIT_USAGE;
+        }
+        o->json = optarg[0] == 'j';
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dedupd stats: unexpected argument '%s'\n", argv[optind]);
+        return DD_EXIT_USAGE;
+    }
+    return DD_EXIT_OK;
 }
 
 static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
 {
-    dd_db_t *db = NULL;
+    const dd_tablestats_opts_t *o = opts;
+    dd_tablestats_t ts;
+    dd_tablestats_group_t g;
     char err[1024];
     int rc;
 
-    (void)opts;
-    rc = dd_db_new(&db, conf, err, sizeof(err));
-    if (!rc) {
-        dd_tablestats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
-        rc = dd_grants_check(db, conf, DD_GRANTS_READ, err, sizeof(err));
+    memset(&ts, 0, sizeof(ts));
+    memset(&g, 0, sizeof(g));
+    rc = dd_tablestats_read(conf, &ts, err, sizeof(err));
+    if (rc) {
+        dd_log(DD_LOG_ERROR, "dedupd stats: %s", err);
+        return DD_EXIT_FAIL;
     }
-    if (!rc) rc = dd_tablestats_by_status(db, conf->dedup.table, err, sizeof(err));
-    if (!rc) rc = dd_tablestats_ages(db, conf->dedup.table, err, sizeof(err));
-    if (!rc) rc = dd_tablestats_expired(db, conf, err, sizeof(err));
-    if (!rc) rc = dd_tablestats_failures(db, conf->dedup.table, err, sizeof(err));
-    if (rc) fprintf(stderr, "dedupd stats: %s\n", err);
-    dd_db_destroy(db);
-    return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
+    dd_tablestats_read_group(conf, &g);
+    if (o->json)
+        dd_tablestats_json(conf, &ts, &g);
+    else
+        dd_tablestats_text(conf, &ts, &g);
+    fflush(stdout);
+    if (g.error[0]) dd_log(DD_LOG_ERROR, "dedupd stats: group %s: %s", conf->kafka.group, g.error);
+    free(g.parts);
+    return g.error[0] ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
 const dd_cmd_t dd_cmd_stats = {
     .name = "stats",
-    .args = "-c FILE",
-    .summary = "the dedup table at a glance",
-    .help = "usage: dedupd stats -c FILE\n"
+    .args = "-c FILE [--format text|json]",
+    .summary = "the dedup table and the group's lag at a glance",
+    .help = "usage: dedupd stats -c FILE [--format text|json]\n"
             "\n"
-            "Shows the dedup table at a glance: rows by status, the oldest and newest,\n"
-            "what awaits the purge, and the most frequent errors of failed rows.\n"
+            "Shows the dedup table at a glance (rows by status, the oldest and newest,\n"
+            "what awaits the purge, the most frequent errors of failed rows) and the\n"
+            "consumer group's committed offset, end offset and lag per partition, read\n"
+            "without joining the group (the running consumers do not rebalance).\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
+            "  --format FORMAT     text (the default) or json (one object: table,\n"
+            "                      retention, group; docs/OPERATIONS.md, Stats)\n"
             "  -h, --help          this text\n"
             "\n"
-            "Exit status: 0 shown, 1 failure, 2 usage error.\n",
+            "Exit status:\n"
+            "  0  shown\n"
+            "  1  failure: the database or the group's offsets could not be read (what\n"
+            "     could be read is shown)\n"
+            "  2  usage error\n",
     .flags = DD_CMD_CONFIG,
+    .opts_size = sizeof(dd_tablestats_opts_t),
+    .parse = dd_tablestats_parse,
     .run = dd_tablestats_run,
 };

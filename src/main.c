@@ -6,7 +6,7 @@
  * dispatcher gives each the same treatment: `dedupd NAME --help`, -c FILE
  * taken out and loaded once, the command's own options parsed before the
  * configuration is loaded, logging set up from it. Exit status: 0 success,
- * 1 failure, 2 usage error.
+ * 1 failure, 2 usage error, 3 findings (replay --fail-on-findings).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +57,12 @@ static void dd_main_usage(FILE *out)
           "                      reference for docs/CONFIG.md or dedupd.conf(5))\n"
           "  -V, --version       print the version\n"
           "\n"
-          "Exit status: 0 success, 1 failure, 2 usage error.\n",
+          "Exit status:\n"
+          "  0  success\n"
+          "  1  failure (configuration, database, Kafka, handler)\n"
+          "  2  usage error\n"
+          "  3  replay --fail-on-findings: the report has findings\n"
+          "Each command's help lists its own (dedupd help COMMAND).\n",
           out);
 }
 

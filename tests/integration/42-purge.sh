@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# 42: retention. `dedupd stats` describes the table; `dedupd purge` deletes
-# exactly the expired rows in state 1 and 2, purge.batch rows per
-# transaction, never a row in state 0 nor one that has not expired; the
-# background purge of `dedupd run` (purge.interval) does the same while the
-# consumer runs. `dedupd check` refuses a ttl shorter than twice the
+# 42: retention. `dedupd stats` describes the table (as text, and as JSON with
+# the group's offsets and lag, read without joining the group: a running
+# consumer does not rebalance); `dedupd purge --dry-run` counts what a purge
+# would delete and deletes nothing; `dedupd purge` deletes exactly the
+# expired rows in state 1 and 2, purge.batch rows per transaction, never a
+# row in state 0 nor one that has not expired; the background purge of
+# `dedupd run` (purge.interval) does the same while the consumer runs. `dedupd check` refuses a ttl shorter than twice the
 # idempotency window computed from the timeouts and retries.
 source "$(dirname "$0")/lib.sh"
 tb_init purge
@@ -45,6 +47,29 @@ tb_check "stats: failed rows by error" grep -q '^ *3  scripted reject$' "$TB_DIR
 tb_check "stats: says conflicts are not in the table" \
   grep -q 'conflicts are not stored in the table' "$TB_DIR/stats.txt"
 
+# stats --format json: the same figures, parsed.
+"$DEDUPD" stats -c "$TB_CONF" --format json >"$TB_DIR/stats.json" 2>"$TB_DIR/stats.err" ||
+  tb_die "dedupd stats --format json failed: $(cat "$TB_DIR/stats.err")"
+sj() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$TB_DIR/stats.json" "$1"; }
+tb_eq "stats json: rows by status" "18 11 4 3 0" \
+  "$(sj '" ".join(str(s["table"][k]) for k in ("rows", "applied", "failed", "processing", "unknown_status"))')"
+tb_eq "stats json: expired" "10 2" "$(sj '"%d %d" % (s["table"]["expired_awaiting_purge"], s["table"]["expired_processing"])')"
+tb_eq "stats json: oldest row 10 days old" 10 "$(sj 's["table"]["oldest_age_s"] // 86400')"
+tb_eq "stats json: failed rows by error" "scripted reject 3" \
+  "$(sj '"%s %d" % (s["table"]["failed_by_error"][0]["error"], s["table"]["failed_by_error"][0]["rows"])')"
+tb_eq "stats json: retention" "604800 0 3" \
+  "$(sj '"%d %d %d" % (s["retention"]["ttl_s"], s["retention"]["purge_interval_s"], s["retention"]["purge_batch"])')"
+tb_eq "stats json: the group has no offsets yet, the topic is empty" \
+  "tg payments 0 None 0 0|tg payments 1 None 0 0" \
+  "$(sj '"|".join("%s %s %d %s %d %d" % (s["group"]["id"], p["topic"], p["partition"], p["committed"], p["end"], p["lag"]) for p in s["group"]["partitions"])')"
+
+# --dry-run counts and deletes nothing.
+out=$("$DEDUPD" purge -c "$TB_CONF" --dry-run 2>"$TB_DIR/purge.err") ||
+  tb_die "dedupd purge --dry-run failed: $(cat "$TB_DIR/purge.err")"
+tb_eq "purge --dry-run output" \
+  "would delete 10 expired rows from dedup_record in 4 batches (dry run: nothing deleted)" "$out"
+tb_eq "purge --dry-run deleted nothing" 18 "$(tb_sql 'SELECT COUNT(*) FROM dedup_record')"
+
 out=$("$DEDUPD" purge -c "$TB_CONF" 2>"$TB_DIR/purge.err") || tb_die "dedupd purge failed: $(cat "$TB_DIR/purge.err")"
 tb_eq "purge output" "deleted 10 expired rows from dedup_record in 4 batches" "$out"
 tb_eq "rows left" 8 "$(tb_sql 'SELECT COUNT(*) FROM dedup_record')"
@@ -70,6 +95,22 @@ tb_check "background purge logged it" tb_wait_until 10 "purge log line" \
   grep -q "Purge deleted 5 expired rows from dedup_record in 3 batches" "$TB_DIR/run.log"
 _stream_done() { [[ "$(tb_sql "SELECT COUNT(*) FROM dedup_record WHERE biz_key LIKE 'pay:%'")" == 20 ]]; }
 tb_wait_until 60 "stream applied" _stream_done || tb_not_ok "the stream was not applied in time"
+# stats beside the running consumer: the group's offsets, and no rebalance.
+_committed_all() {
+  "$DEDUPD" stats -c "$TB_CONF" --format json >"$TB_DIR/stats.json" 2>>"$TB_DIR/stats.err" &&
+    [[ "$(sj 's["group"]["lag"]')" == 0 ]]
+}
+tb_wait_until 30 "stats: the group's lag is 0" _committed_all ||
+  tb_not_ok "stats: the group's lag did not reach 0: $(cat "$TB_DIR/stats.json")"
+tb_eq "stats json: committed = end offsets = the watermarks" \
+  "$(tb_watermarks | awk '{ print $1, $3, $3 }')" \
+  "$(sj '"\n".join("%d %s %d" % (p["partition"], p["committed"], p["end"]) for p in s["group"]["partitions"])')"
+"$DEDUPD" stats -c "$TB_CONF" >"$TB_DIR/stats2.txt" 2>&1 || tb_not_ok "stats (text) beside the consumer failed"
+tb_check "stats text: the group's lag per partition" \
+  grep -Eq '^  payments \[0\] +committed [0-9]+, end [0-9]+, lag 0$' "$TB_DIR/stats2.txt"
+sleep 3 # a member that joined would have made the group rebalance by now
+tb_eq "stats did not join the group: the consumer was assigned once, never revoked" "1 0" \
+  "$(grep -c 'The group tg assigned' "$TB_DIR/run.log") $(grep -c 'Revoking' "$TB_DIR/run.log" || true)"
 rc=0
 tb_stop "$pid" || rc=$?
 tb_eq "SIGTERM: exit 0" 0 "$rc"

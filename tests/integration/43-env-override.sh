@@ -2,7 +2,9 @@
 # 43: DEDUPD_<SECTION>_<NAME> environment variables override the file, for
 # containers: dedup.table (rows land in the other table, the file's table is
 # never created), workers, http.listen, log.format. A bad value fails startup
-# and the message names the variable.
+# and the message names the variable. An empty variable unsets an optional
+# setting (DEDUPD_HTTP_LISTEN= turns off the endpoint the file sets up); for
+# a required one it fails startup naming the variable.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http.sh"
 tb_init env_override
@@ -53,5 +55,22 @@ _bad DEDUPD_WORKERS 0
 _bad DEDUPD_DEDUP_TABLE 'x;DROP TABLE other_table'
 _bad DEDUPD_HTTP_LISTEN nonsense
 _bad DEDUPD_LOG_LEVEL loud
+_bad DEDUPD_KAFKA_BROKERS ''
+_bad DEDUPD_MYSQL_DATABASE ''
 tb_eq "other_table survived" 40 "$(tb_sql 'SELECT COUNT(*) FROM other_table')"
+
+# The file sets http.listen; DEDUPD_HTTP_LISTEN= turns the endpoint off.
+port2=$(th_free_port)
+tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port2\"; };"
+DEDUPD_HTTP_LISTEN='' tb_start unset
+pid=$TB_LAST_PID
+tb_wait_until 30 "the consumer joins" grep -q 'Joining the group' "$TB_DIR/unset.log" ||
+  tb_not_ok "DEDUPD_HTTP_LISTEN=: the consumer did not start: $(tail -n 3 "$TB_DIR/unset.log")"
+TH_URL="http://127.0.0.1:$port2"
+tb_eq "DEDUPD_HTTP_LISTEN=: nothing answers on the file's port $port2" 000 "$(th_status /healthz)"
+tb_check "DEDUPD_HTTP_LISTEN=: no endpoint was started" bash -c '! grep -q "HTTP endpoint listening" "$1"' \
+  _ "$TB_DIR/unset.log"
+rc=0
+tb_stop "$pid" || rc=$?
+tb_eq "DEDUPD_HTTP_LISTEN=: SIGTERM, exit 0" 0 "$rc"
 tb_done

@@ -4,7 +4,10 @@
 # abandons the queued batches by the deadline, commits the offsets of what
 # it applied and exits 0. The restart (--exit-at-end) gets exactly the
 # uncommitted messages again and applies only the ones not applied before:
-# every effect exactly once.
+# every effect exactly once. The log says what happened, in order: starting,
+# joining, each partition assigned, the signal, draining, the final commit
+# per partition (the offsets the group then has), leaving the group with the
+# revoked partitions' offsets, and last "Stopped".
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http.sh"
 tb_init sigterm
@@ -36,6 +39,34 @@ tb_eq "effects = applied at stop" "$applied" "$(tb_sql 'SELECT COUNT(*) FROM th_
 committed=$(tb_committed | awk '{ s += ($2 > 0 ? $2 : 0) } END { print s + 0 }')
 tb_check "offsets committed ($committed), none past what was applied ($applied)" \
   test "$committed" -ge 1 -a "$committed" -le "$applied"
+
+# The first run's log lines, in order.
+sed '/^---- dedupd run/,$d' "$TB_DIR/run.log" | grep '^ts=' >"$TB_DIR/first.log"
+tb_check "life cycle lines in order, Stopped last" python3 - "$TB_DIR/first.log" <<'PY'
+import re, sys
+lines = [l.split(' msg="', 1)[1] for l in open(sys.argv[1]) if ' msg="' in l]
+want = [r"Starting dedupd \S+ \(librdkafka .*\): config .*, group tg, topics events, handler .*th_scripted\.so, 2 worker\(s\)",
+        r"Joining the group tg: subscribed",
+        r"Assigned events \[0\]: committed offset none",
+        r"Assigned events \[1\]: committed offset none",
+        r"Received SIGTERM: stopping\. Draining \d+ message\(s\) in flight for up to 2000 ms",
+        r"Final commit: events \[0\]: committed offset ",
+        r"Final commit: events \[1\]: committed offset ",
+        r"Leaving the group tg\.",
+        r"Revoked events \[0\]: committed offset ",
+        r"Revoked events \[1\]: committed offset ",
+        r"Left the group tg\.",
+        r"Stopped"]
+at = -1
+for w in want:
+    i = next((i for i, l in enumerate(lines) if i > at and re.match(w, l)), None)
+    assert i is not None, "no line %r after line %d: %s" % (w, at, lines[at] if at >= 0 else "")
+    at = i
+assert lines[-1].startswith("Stopped"), "last line: " + lines[-1]
+PY
+tb_eq "the final commit lines name the offsets the group has" \
+  "$(tb_committed | awk '{ print $1, ($2 < 0 ? "none" : $2) }')" \
+  "$(sed -n 's/.*msg="Final commit: events \[\([0-9]*\)\]: committed offset \([a-z0-9]*\)\.".*/\1 \2/p' "$TB_DIR/first.log")"
 
 TB_RUN_TIMEOUT=60 tb_run || tb_die "restart failed"
 tb_eq "restart gets exactly the uncommitted messages" "$((200 - committed))" "$(tb_summary messages)"

@@ -4,7 +4,9 @@
 # produced while `dedupd run` and `dedupd replay --apply` both work on them.
 # The claim decides who applies each key: every key's effect must exist
 # exactly once (th_effect.n = 1), and replay's repaired + already_applied
-# must account for every key it found missing.
+# must account for every key it found missing; keys whose messages the live
+# group had not committed yet are pending, never missing. Once everything is
+# applied and committed, replay --fail-on-findings exits 0.
 source "$(dirname "$0")/lib.sh"
 tb_init replay_live
 tb_mock payments:2
@@ -60,6 +62,14 @@ missing=$(rj "$r" 'r["summary"]["missing"]')
 tb_check "replay found the deleted keys missing ($missing)" test "$missing" -ge 1
 tb_eq "repaired + already applied = missing, none failed" "$missing 0" \
   "$(rj "$r" '"%d %d" % (r["summary"]["repaired"] + r["summary"]["already_applied"], r["summary"]["apply_failed"])')"
-tb_log "replay repaired $(rj "$r" 'r["summary"]["repaired"]'), the live consumer got $(rj "$r" 'r["summary"]["already_applied"]') first"
+tb_log "replay repaired $(rj "$r" 'r["summary"]["repaired"]'), the live consumer got $(rj "$r" 'r["summary"]["already_applied"]') first, $(rj "$r" 'r["summary"]["pending"]') pending"
+tb_eq "pending entries are past the group's committed offset at the replay's start" 0 \
+  "$(rj "$r" 'sum(1 for e in r["entries"] if e["status"] == "pending" and e["offset"] < next(g["group_committed"] or 0 for g in r["ranges"] if g["partition"] == e["partition"]))')"
 tb_assert_committed_at_end
+rc=0
+"$DEDUPD" replay -c "$TB_CONF" --from earliest --fail-on-findings --report "$TB_DIR/final.json" \
+  2>>"$TB_DIR/replay.log" || rc=$?
+tb_eq "everything applied and committed: --fail-on-findings exits 0" 0 "$rc"
+tb_eq "... with no finding and nothing pending" "0 0 400" \
+  "$(rj "$TB_DIR/final.json" '"%d %d %d" % (r["summary"]["findings"], r["summary"]["pending"], r["summary"]["applied"])')"
 tb_done

@@ -39,8 +39,8 @@ tb_eq "ghost rows are not keys of the range" 0 "$(rj "$TB_DIR/all.json" 'r["summ
 tb_eq "orphans of partition 1 only" "pay:ghost:2" "$(rj "$TB_DIR/p1.json" '" ".join(o["key"] for o in r["orphans"])')"
 
 "$DEDUPD" replay -c "$TB_CONF" --from 1 --orphans --format csv --report "$TB_DIR/from1.csv" \
-  2>>"$TB_DIR/replay.log" || tb_die "replay --from 1 --orphans failed"
+  --summary "$TB_DIR/from1.summary.json" 2>>"$TB_DIR/replay.log" || tb_die "replay --from 1 --orphans failed"
 tb_eq "offset 0 is outside --from 1" "pay:ghost:1" \
   "$(awk -F, '$1 == "orphan" { print $6 }' "$TB_DIR/from1.csv")"
-tb_check "csv trailer counts orphans" grep -q "^# summary .* orphans=1$" "$TB_DIR/from1.csv"
+tb_eq "--summary FILE counts orphans" 1 "$(rj "$TB_DIR/from1.summary.json" 'r["summary"]["orphans"]')"
 tb_done

@@ -405,6 +405,33 @@ START_TEST(test_env_supplies_required)
 }
 END_TEST
 
+/* An empty variable unsets an optional setting: back to its default, or
+ * to none when it has none, whatever the file says. */
+START_TEST(test_env_empty_unsets)
+{
+    dd_conf_t *conf;
+
+    setenv("DEDUPD_HTTP_LISTEN", "", 1);
+    setenv("DEDUPD_MYSQL_SOCKET", "", 1);
+    setenv("DEDUPD_WORKERS", "", 1);
+    setenv("DEDUPD_DEDUP_TTL", "", 1);
+    setenv("DEDUPD_KAFKA_PROPERTIES", "", 1);
+    setenv("DEDUPD_DEDUP_RETRY_FAILED", "", 1);
+    conf =
+        load_ok(K_LINE "mysql = { database = \"db\"; socket = \"/run/mysqld.sock\"; };\n"
+                       "dedup = { key = \"k:${a}\"; ttl = \"2d\"; retry_failed = false; };\n" H_LINE
+                       "http = { listen = \"127.0.0.1:9464\"; };\nworkers = 7;\n");
+    ck_assert_ptr_null(conf->http.listen);
+    ck_assert_ptr_null(conf->mysql.socket);
+    ck_assert_int_eq(conf->workers, 4);
+    ck_assert_int_eq(conf->dedup.ttl_s, 7 * 86400);
+    ck_assert_int_eq(conf->kafka.property_cnt, 0);
+    ck_assert_int_eq(conf->dedup.retry_failed, 1);
+    ck_assert_str_eq(conf->dedup.key, "k:${a}"); /* the file still counts for the rest */
+    dd_conf_destroy(conf);
+}
+END_TEST
+
 static const struct {
     const char *name, *value, *want;
 } bad_env[] = {
@@ -420,8 +447,14 @@ static const struct {
     {"DEDUPD_KAFKA_TOPICS", "a,,b",
      "environment variable DEDUPD_KAFKA_TOPICS (setting kafka.topics): element 2 is empty"},
     {"DEDUPD_KAFKA_TOPICS", "",
-     "environment variable DEDUPD_KAFKA_TOPICS (setting kafka.topics): must have at least 1 "
-     "element(s)"},
+     "environment variable DEDUPD_KAFKA_TOPICS (setting kafka.topics): is empty, and "
+     "kafka.topics is required (an empty variable unsets an optional setting only)"},
+    {"DEDUPD_KAFKA_BROKERS", "",
+     "environment variable DEDUPD_KAFKA_BROKERS (setting kafka.brokers): is empty, and "
+     "kafka.brokers is required (an empty variable unsets an optional setting only)"},
+    {"DEDUPD_MYSQL_DATABASE", "",
+     "environment variable DEDUPD_MYSQL_DATABASE (setting mysql.database): is empty, and "
+     "mysql.database is required (an empty variable unsets an optional setting only)"},
     {"DEDUPD_KAFKA_PROPERTIES", "no.such=1",
      "environment variable DEDUPD_KAFKA_PROPERTIES (setting kafka.properties): librdkafka "
      "rejected property no.such: No such configuration property: \"no.such\""},
@@ -853,6 +886,7 @@ static Suite *conf_suite(void)
     tcase_add_checked_fixture(env_tc, setup, teardown);
     tcase_add_test(env_tc, test_env_overrides);
     tcase_add_test(env_tc, test_env_supplies_required);
+    tcase_add_test(env_tc, test_env_empty_unsets);
     tcase_add_loop_test(env_tc, test_env_errors, 0, (int)DD_ARRAY_LEN(bad_env));
     tcase_add_test(env_tc, test_env_password_not_an_override);
     suite_add_tcase(s, env_tc);

@@ -1,13 +1,17 @@
 /*
  * Prometheus rendering: exact counters, cumulative histogram buckets,
- * escaped labels, unknown lag left out, every line well-formed, and the
- * process_* figures (given, and read from this very process).
+ * escaped labels, unknown lag left out, every line well-formed, the
+ * process_* figures (given, and read from this very process), and the
+ * build info.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <librdkafka/rdkafka.h>
+#include <mysql.h>
 
 #include "dd_metrics.h"
 
@@ -226,6 +230,23 @@ START_TEST(test_process_metrics)
 END_TEST
 
 /* This process's figures, read for real: each present and plausible. */
+/* dedupd_build_info: 1, with the versions as labels. */
+START_TEST(test_build_info)
+{
+    dd_stats_t s;
+    char series[256], *text;
+
+    memset(&s, 0, sizeof(s));
+    text = render(&s, NULL, 0);
+    snprintf(series, sizeof(series),
+             "dedupd_build_info{version=\"%s\",librdkafka=\"%s\",mysql_client=\"%s\"}",
+             DEDUPD_VERSION, rd_kafka_version_str(), mysql_get_client_info());
+    ck_sample_eq(text, series, "1");
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_build_info gauge\n"));
+    free(text);
+}
+END_TEST
+
 START_TEST(test_process_read)
 {
     dd_proc_t proc;
@@ -259,6 +280,7 @@ int main(void)
     tcase_add_test(tc, test_lines_well_formed);
     tcase_add_test(tc, test_process_metrics);
     tcase_add_test(tc, test_process_read);
+    tcase_add_test(tc, test_build_info);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,154 @@
+/*
+ * Read-only Kafka clients (see dd_kafka.h): metadata without creating
+ * topics, offsets without joining the group.
+ */
+#include "dd_kafka.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+
+int dd_kafka_reader_new(rd_kafka_t **rkp, const dd_conf_t *conf, const char *group, char *errstr,
+                        size_t errstr_size)
+{
+    /* Not allow.auto.create.topics=false: the metadata requests here name
+     * no topic, and brokers that predate the setting (the mock cluster)
+     * answer it with a warning on every start. */
+    static const char *const fixed[][2] = {{"enable.auto.commit", "false"},
+                                           {"enable.auto.offset.store", "false"}};
+    rd_kafka_conf_t *kconf = rd_kafka_conf_new();
+    char err[512];
+    int rc;
+
+    *rkp = NULL;
+    rc = dd_conf_kafka_apply(conf, kconf, NULL, errstr, errstr_size);
+    if (!rc && group) rc = dd_conf_kafka_set(kconf, "group.id", group, errstr, errstr_size);
+    for (size_t i = 0; !rc && i < DD_ARRAY_LEN(fixed); i++)
+        rc = dd_conf_kafka_set(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
+    if (rc) {
+        rd_kafka_conf_destroy(kconf);
+        return rc;
+    }
+    rd_kafka_conf_set_log_cb(kconf, dd_log_rdkafka);
+    if (!(*rkp = rd_kafka_new(RD_KAFKA_CONSUMER, kconf, err, sizeof(err)))) {
+        rd_kafka_conf_destroy(kconf);
+        dd_errstr_set(errstr, errstr_size, "cannot create a Kafka client: %s", err);
+        return DD_ERR_FATAL;
+    }
+    return DD_OK;
+}
+
+int dd_kafka_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int *cnt,
+                              char *errstr, size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err;
+    int rc = DD_ERR_PERMANENT;
+
+    /* all_topics: a request naming the topic would create it on a cluster
+     * that creates topics on demand (whatever allow.auto.create.topics
+     * says, the mock cluster does). */
+    err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
+    if (err) {
+        dd_errstr_set(errstr, errstr_size, "cannot read the cluster's metadata: %s",
+                      rd_kafka_err2str(err));
+        return DD_ERR_RETRIABLE;
+    }
+    dd_errstr_set(errstr, errstr_size, "topic %s does not exist", topic);
+    for (int i = 0; i < md->topic_cnt; i++) {
+        if (strcmp(md->topics[i].topic, topic) != 0) continue;
+        if (md->topics[i].err) {
+            dd_errstr_set(errstr, errstr_size, "topic %s: %s", topic,
+                          rd_kafka_err2str(md->topics[i].err));
+            rc = md->topics[i].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? DD_ERR_PERMANENT
+                                                                              : DD_ERR_RETRIABLE;
+        } else {
+            *cnt = md->topics[i].partition_cnt;
+            rc = DD_OK;
+        }
+        break;
+    }
+    rd_kafka_metadata_destroy(md);
+    return rc;
+}
+
+int dd_kafka_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list, int timeout_ms,
+                       char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t err = rd_kafka_committed(rk, list, timeout_ms);
+
+    for (int i = 0; !err && i < list->cnt; i++) {
+        if (list->elems[i].err) err = list->elems[i].err;
+        if (list->elems[i].offset < 0) list->elems[i].offset = -1;
+    }
+    if (err) {
+        dd_errstr_set(errstr, errstr_size, "cannot read the group's committed offsets: %s",
+                      rd_kafka_err2str(err));
+        return DD_ERR_RETRIABLE;
+    }
+    return DD_OK;
+}
+
+static int dd_kafka_parts_add(dd_kafka_part_t **parts, int *cnt, const char *topic, int32_t p)
+{
+    dd_kafka_part_t *np = realloc(*parts, (size_t)(*cnt + 1) * sizeof(*np));
+
+    if (!np) return DD_ERR_NOMEM;
+    *parts = np;
+    np[*cnt] = (dd_kafka_part_t){
+        .topic = topic, .partition = p, .committed = -1, .low = -1, .high = -1, .lag = -1};
+    (*cnt)++;
+    return DD_OK;
+}
+
+/* The watermarks of every partition, and the lag they give. */
+static int dd_kafka_watermarks(rd_kafka_t *rk, dd_kafka_part_t *parts, int cnt, int timeout_ms,
+                               char *errstr, size_t errstr_size)
+{
+    for (int i = 0; i < cnt; i++) {
+        dd_kafka_part_t *p = &parts[i];
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, p->topic, p->partition,
+                                                                   &p->low, &p->high, timeout_ms);
+        if (err) {
+            dd_errstr_set(errstr, errstr_size, "cannot read the watermarks of %s [%d]: %s",
+                          p->topic, (int)p->partition, rd_kafka_err2str(err));
+            return DD_ERR_RETRIABLE;
+        }
+        /* Nothing committed: everything the partition still holds is to
+         * be consumed. A committed offset below the low watermark (deleted
+         * by retention) counts from there. */
+        p->lag = p->committed >= 0 ? p->high - (p->committed > p->low ? p->committed : p->low)
+                                   : p->high - p->low;
+        if (p->lag < 0) p->lag = 0;
+    }
+    return DD_OK;
+}
+
+int dd_kafka_group_offsets(rd_kafka_t *rk, const char *const *topics, int topic_cnt, int timeout_ms,
+                           dd_kafka_part_t **parts, int *cnt, char *errstr, size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *list = NULL;
+    int rc = DD_OK;
+
+    *parts = NULL;
+    *cnt = 0;
+    for (int t = 0; !rc && t < topic_cnt; t++) {
+        int n = 0;
+        rc = dd_kafka_topic_partitions(rk, topics[t], timeout_ms, &n, errstr, errstr_size);
+        for (int p = 0; !rc && p < n; p++)
+            rc = dd_kafka_parts_add(parts, cnt, topics[t], p);
+    }
+    if (rc == DD_ERR_NOMEM) dd_errstr_set(errstr, errstr_size, "out of memory");
+    if (rc || *cnt == 0) return rc;
+    list = rd_kafka_topic_partition_list_new(*cnt);
+    for (int i = 0; i < *cnt; i++)
+        rd_kafka_topic_partition_list_add(list, (*parts)[i].topic, (*parts)[i].partition);
+    rc = dd_kafka_committed(rk, list, timeout_ms, errstr, errstr_size);
+    for (int i = 0; !rc && i < *cnt; i++)
+        (*parts)[i].committed = list->elems[i].offset;
+    rd_kafka_topic_partition_list_destroy(list);
+    if (!rc) rc = dd_kafka_watermarks(rk, *parts, *cnt, timeout_ms, errstr, errstr_size);
+    return rc;
+}
