@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dd_common.h"
+#include "dd_db.h"
 #include "dd_text.h"
 #include "dd_utf8.h"
 
@@ -177,6 +178,18 @@ static size_t dd_htest_rows_diff(const dd_htest_rows_t *r1, const dd_htest_rows_
     return diff;
 }
 
+/* Appends `name`, backticks in it doubled: tables and columns are the
+ * handler's to name. */
+static void dd_htest_ident(dd_buf_t *b, const char *name)
+{
+    dd_buf_puts(b, "`");
+    for (const char *p = name; *p; p++) {
+        if (*p == '`') dd_buf_put(b, "`", 1);
+        dd_buf_put(b, p, 1);
+    }
+    dd_buf_puts(b, "`");
+}
+
 /* Runs the select of cols from table in both databases and compares.
  * what: the check's name; header: the columns' names for printing. Prints
  * the rows of pass 2 when print is set and they are the same. 1 when they
@@ -193,7 +206,8 @@ static int dd_htest_cmp_select(const dd_htest_cmp_t *cmp, const char *what, cons
 
     for (int p = 0; p < 2; p++) {
         dd_buf_reset(&sql);
-        dd_buf_printf(&sql, "SELECT %s FROM `%s`.`%s`", cols, cmp->dbs[p], table);
+        dd_buf_printf(&sql, "SELECT %s FROM `%s`.", cols, cmp->dbs[p]);
+        dd_htest_ident(&sql, table);
         if (sql.oom || dd_htest_rows_get(cmp->db, sql.p, &r[p], errstr, errstr_size)) goto out;
     }
     if (!(only[0] = calloc(r[0].n + 1, 1)) || !(only[1] = calloc(r[1].n + 1, 1))) {
@@ -330,9 +344,10 @@ static int dd_htest_columns(const dd_htest_cmp_t *cmp, const char *table, dd_buf
 
     dd_buf_printf(&sql,
                   "SELECT COLUMN_NAME, EXTRA, COALESCE(COLUMN_DEFAULT, '') FROM "
-                  "information_schema.COLUMNS WHERE TABLE_SCHEMA = '%s' AND TABLE_NAME = '%s' "
-                  "ORDER BY ORDINAL_POSITION",
-                  cmp->dbs[0], table);
+                  "information_schema.COLUMNS WHERE TABLE_SCHEMA = '%s' AND TABLE_NAME = ",
+                  cmp->dbs[0]);
+    dd_db_quote(&sql, cmp->db, table, strlen(table));
+    dd_buf_puts(&sql, " ORDER BY ORDINAL_POSITION");
     if (sql.oom || mysql_query(cmp->db, sql.p) || !(res = mysql_store_result(cmp->db))) {
         dd_errstr_set(errstr, errstr_size, "columns of %s: %s", table, mysql_error(cmp->db));
         dd_buf_release(&sql);
@@ -349,7 +364,7 @@ static int dd_htest_columns(const dd_htest_cmp_t *cmp, const char *table, dd_buf
         dd_buf_puts(b, r[0]);
         if (skip) continue;
         if (cols->len) dd_buf_puts(cols, ", ");
-        dd_buf_printf(cols, "`%s`", r[0]);
+        dd_htest_ident(cols, r[0]);
     }
     mysql_free_result(res);
     return 0;
