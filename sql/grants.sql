@@ -17,7 +17,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedup_record` TO 'dedupd'@'%
 GRANT SELECT ON `payments`.`dedupd_schema` TO 'dedupd'@'%';
 GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';
 
--- [ledger] the example handler (src/handlers/ledger.c): what its statements
+-- [ledger] the example handler (examples/ledger/): what its statements
 -- read and write. Another handler documents its own.
 GRANT SELECT, INSERT ON `payments`.`ledger_entry` TO 'dedupd'@'%';
 GRANT SELECT, INSERT, UPDATE ON `payments`.`merchant_balance` TO 'dedupd'@'%';

@@ -46,12 +46,13 @@ typedef struct dd_cmd_s {
     void (*release)(void *opts);
 } dd_cmd_t;
 
-extern const dd_cmd_t dd_cmd_run;     /* dd_run.c */
-extern const dd_cmd_t dd_cmd_migrate; /* dd_migrate_cmd.c */
-extern const dd_cmd_t dd_cmd_check;   /* dd_check.c */
-extern const dd_cmd_t dd_cmd_replay;  /* dd_replay.c */
-extern const dd_cmd_t dd_cmd_purge;   /* dd_purge.c */
-extern const dd_cmd_t dd_cmd_stats;   /* dd_tablestats.c */
-extern const dd_cmd_t dd_cmd_mock;    /* dd_mock.c */
+extern const dd_cmd_t dd_cmd_run;          /* dd_run.c */
+extern const dd_cmd_t dd_cmd_migrate;      /* dd_migrate_cmd.c */
+extern const dd_cmd_t dd_cmd_check;        /* dd_check.c */
+extern const dd_cmd_t dd_cmd_replay;       /* dd_replay.c */
+extern const dd_cmd_t dd_cmd_purge;        /* dd_purge.c */
+extern const dd_cmd_t dd_cmd_stats;        /* dd_tablestats.c */
+extern const dd_cmd_t dd_cmd_mock;         /* dd_mock.c */
+extern const dd_cmd_t dd_cmd_handler_test; /* dd_htest.c */
 
 #endif /* DD_CMD_H */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *dd_err2str(dd_err_t err)
 {
@@ -36,6 +37,8 @@ const char *dd_err2str(dd_err_t err)
         return "handler asked to retry";
     case DD_ERR_REDO:
         return "transaction to run again with savepoints";
+    case DD_ERR_FAULT:
+        return "rolled back by a test fault";
     case DD_ERR_DECLINED:
         return "batch declined by the handler";
     }
@@ -98,6 +101,15 @@ const char *dd_signal_name(int sig)
     return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a stop request";
 }
 
+void dd_instance_name(char *out, size_t out_size)
+{
+    char host[64] = "localhost";
+
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    snprintf(out, out_size, "%s:%d", host, (int)getpid());
+}
+
 void dd_signals_install(void)
 {
     struct sigaction sa;
@@ -110,15 +122,29 @@ void dd_signals_install(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-unsigned long dd_test_fault(const char *name)
+static const char *dd_test_faults_extra; /* dd_test_fault_set(), or NULL */
+
+void dd_test_fault_set(const char *faults)
 {
-    const char *env = getenv("DEDUPD_TEST_FAULTS"), *p;
+    dd_test_faults_extra = faults;
+}
+
+/* The value of name in the fault list `list` (NULL: none), 0 if absent. */
+static unsigned long dd_test_fault_in(const char *list, const char *name)
+{
     size_t len = strlen(name);
 
-    for (p = env; p && (p = strstr(p, name)) != NULL; p += len) {
-        if (p != env && p[-1] != ',' && p[-1] != ' ') continue; /* inside another name */
+    for (const char *p = list; p && (p = strstr(p, name)) != NULL; p += len) {
+        if (p != list && p[-1] != ',' && p[-1] != ' ') continue; /* inside another name */
         if (p[len] == '=') return strtoul(p + len + 1, NULL, 10);
         if (p[len] == '\0' || p[len] == ',' || p[len] == ' ') return 1;
     }
     return 0;
+}
+
+unsigned long dd_test_fault(const char *name)
+{
+    unsigned long n = dd_test_fault_in(getenv("DEDUPD_TEST_FAULTS"), name);
+
+    return n ? n : dd_test_fault_in(dd_test_faults_extra, name);
 }

@@ -25,10 +25,11 @@ typedef enum {
 
     /* Outcomes of one claim transaction, each met by rolling it back (see
      * dd_lanes.h); they never leave the lane that saw them. */
-    DD_ERR_RACED = -8,    /* a deferred claim lost to another consumer: replay, locking */
-    DD_ERR_RETRY = -9,    /* the handler asked to retry a message: back off, run again */
-    DD_ERR_REDO = -10,    /* a message failed without a savepoint: run with savepoints */
-    DD_ERR_DECLINED = -11 /* handle_batch() declined: run message by message */
+    DD_ERR_RACED = -8,     /* a deferred claim lost to another consumer: replay, locking */
+    DD_ERR_RETRY = -9,     /* the handler asked to retry a message: back off, run again */
+    DD_ERR_REDO = -10,     /* a message failed without a savepoint: run with savepoints */
+    DD_ERR_DECLINED = -11, /* handle_batch() declined: run message by message */
+    DD_ERR_FAULT = -12     /* a test fault rolled it back after the handler: run again */
 } dd_err_t;
 
 const char *dd_err2str(dd_err_t err);
@@ -49,6 +50,15 @@ int dd_sleep_ms(int64_t ms, const atomic_int *stop);
  * comma or space separated list of NAME=N or bare NAME (which counts as 1).
  * 0 when absent, as in production. Callers log loudly when it is set. */
 unsigned long dd_test_fault(const char *name);
+/* Sets faults dd_test_fault() finds besides those of DEDUPD_TEST_FAULTS
+ * (same syntax; NULL: none), for a command that injects them on purpose
+ * (dedupd handler-test). Call while no other dedupd thread runs; the
+ * string must outlive its use. */
+void dd_test_fault_set(const char *faults);
+
+/* This process's name in the dedup table's owner column and the handler's
+ * host API: "hostname:pid". */
+void dd_instance_name(char *out, size_t out_size);
 
 /* Set to the signal's number by SIGTERM/SIGINT once dd_signals_install()
  * ran (non-zero: stop); read it with atomic_load (any thread). Lock-free,

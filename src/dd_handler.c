@@ -10,12 +10,17 @@
  * gets back: a valid status, a terminated error string, and a flag saying
  * whether the claim transaction is still open.
  *
+ * It is also dedupd's side of the ABI: the host API handed to init_host()
+ * (dedupd_host), whose log() attaches the fields of the message the calling
+ * thread is handling, known from a thread-local set around each handle().
+ *
  * After load the object is read-only, so dd_handler_handle() may be called
  * from several worker threads at once.
  */
 #include "dd_handler.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,20 +29,41 @@
 
 #include "dd_common.h"
 #include "dd_db.h"
+#include "dd_log.h"
 
 #define DD_HANDLER_SYMBOL "dedupd_handler_v1"
 
+_Static_assert((int)DEDUPD_LOG_ERROR == (int)DD_LOG_ERROR &&
+                   (int)DEDUPD_LOG_DEBUG == (int)DD_LOG_DEBUG,
+               "the handler ABI's log levels are dedupd's");
+_Static_assert(DEDUPD_ERROR_SIZE == sizeof(((dedupd_result *)0)->error),
+               "DEDUPD_ERROR_SIZE is the size of dedupd_result.error");
+
+typedef dedupd_status (*dd_handler_batch_fn)(void *, MYSQL *, const dedupd_msg *const *, size_t,
+                                             dedupd_result *);
+
 struct dd_handler_s {
+    dedupd_host host;           /* first: host->log finds the handler from it */
+    char instance[128];         /* host.instance */
     void *dl;                   /* dlopen handle */
     char *path;                 /* for messages */
     const dedupd_handler *desc; /* static descriptor inside the plugin */
     void *state;                /* from init(), passed back to every call */
     int initialized;            /* init() succeeded: fini() is owed */
     size_t max_response;        /* longest response accepted; 0: any */
-    /* desc->handle_batch when the descriptor has that field (ABI >= 2) */
-    dedupd_status (*handle_batch)(void *, MYSQL *, const dedupd_msg *const *, size_t,
-                                  dedupd_result *);
+    /* The descriptor's fields of ABI >= 2 and >= 3, NULL when it has none:
+     * read once, after the version check. */
+    dd_handler_batch_fn handle_batch;
+    int (*init_host)(void **, const dedupd_host *, char *, size_t);
+    int (*conn_init)(void *, MYSQL *, void **, char *, size_t);
+    void (*conn_fini)(void *, MYSQL *, void *);
+    dedupd_status (*handle_conn)(void *, void *, MYSQL *, const dedupd_msg *, dedupd_result *);
+    dedupd_status (*handle_batch_conn)(void *, void *, MYSQL *, const dedupd_msg *const *, size_t,
+                                       dedupd_result *);
 };
+
+/* The message the calling thread's handle() is applying, for host->log. */
+static _Thread_local const dedupd_msg *dd_handler_msg_cur;
 
 typedef const dedupd_handler *(*dd_handler_entry_fn)(void);
 
@@ -85,25 +111,65 @@ static int dd_handler_check(dd_handler_t *h, char *errstr, size_t errstr_size)
         return DD_ERR_FATAL;
     }
     if (h->desc->abi_version >= 2) h->handle_batch = h->desc->handle_batch;
-    if (!h->desc->name || !h->desc->handle) {
+    if (h->desc->abi_version >= 3) {
+        h->init_host = h->desc->init_host;
+        h->conn_init = h->desc->conn_init;
+        h->conn_fini = h->desc->conn_fini;
+        h->handle_conn = h->desc->handle_conn;
+        h->handle_batch_conn = h->desc->handle_batch_conn;
+    }
+    if (!h->desc->name || (!h->desc->handle && !h->handle_conn)) {
         dd_errstr_set(errstr, errstr_size, "handler %s: descriptor has no %s", h->path,
-                      !h->desc->name ? "name" : "handle function");
+                      !h->desc->name ? "name" : "handle function (handle or handle_conn)");
         return DD_ERR_FATAL;
     }
     return 0;
 }
 
-/* Calls the optional init(conf). */
+/* host->log: a line through dedupd's logger, with the fields of the
+ * message the calling thread is handling, if any. */
+DEDUPD_PRINTF(3, 4)
+static void dd_handler_host_log(const dedupd_host *host, dedupd_log_level level, const char *fmt,
+                                ...)
+{
+    const dd_handler_t *h = (const dd_handler_t *)(const void *)host;
+    const dedupd_msg *msg = dd_handler_msg_cur;
+    int lvl = (int)level < DD_LOG_ERROR   ? DD_LOG_ERROR
+              : (int)level > DD_LOG_DEBUG ? DD_LOG_DEBUG
+                                          : (int)level;
+    char text[2048];
+    va_list ap;
+
+    if (lvl > atomic_load_explicit(&dd_log_level_cur, memory_order_relaxed)) return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt ? fmt : "", ap);
+    va_end(ap);
+    if (msg)
+        dd_log_msg_write((dd_log_level_t)lvl, msg->topic, msg->partition, msg->offset, msg->biz_key,
+                         "handler %s: %s", h->desc->name, text);
+    else
+        dd_log_write((dd_log_level_t)lvl, "handler %s: %s", h->desc->name, text);
+}
+
+/* Calls the optional init_host(host) or, without it, init(conf). */
 static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *errstr,
                            size_t errstr_size)
 {
-    char err[512] = "";
+    char err[DEDUPD_ERROR_SIZE] = "";
+    int rc = 0;
 
-    if (!h->desc->init) {
-        h->initialized = 1;
-        return 0;
-    }
-    if (h->desc->init(&h->state, conf, err, sizeof(err)) != 0) {
+    dd_instance_name(h->instance, sizeof(h->instance));
+    h->host = (dedupd_host){
+        .version = DEDUPD_HOST_VERSION,
+        .instance = h->instance,
+        .config = conf,
+        .log = dd_handler_host_log,
+    };
+    if (h->init_host)
+        rc = h->init_host(&h->state, &h->host, err, sizeof(err));
+    else if (h->desc->init)
+        rc = h->desc->init(&h->state, conf, err, sizeof(err));
+    if (rc != 0) {
         err[sizeof(err) - 1] = '\0';
         dd_errstr_set(errstr, errstr_size, "handler %s (%s): init failed: %s", h->path,
                       h->desc->name, err[0] ? err : "no reason given");
@@ -160,7 +226,7 @@ const char *dd_handler_path(const dd_handler_t *h)
 
 int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size)
 {
-    char err[512] = "";
+    char err[DEDUPD_ERROR_SIZE] = "";
 
     if (!h->desc->migrate) return 0;
     if (h->desc->migrate(h->state, db, err, sizeof(err)) != 0) {
@@ -172,17 +238,23 @@ int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_s
     return 0;
 }
 
+/* The server status flags of db's last reply (0 when unknown). */
+static unsigned int dd_handler_server_status(MYSQL *db)
+{
+    unsigned int st = 0;
+
+    if (mariadb_get_infov(db, MARIADB_CONNECTION_SERVER_STATUS, &st) != 0) return 0;
+    return st;
+}
+
 /* The server reports its transaction state in every OK/EOF reply; the client
  * library keeps the last one. If the handler sent COMMIT, ROLLBACK or
  * SET autocommit=1, that reply no longer carries IN_TRANS. An ERR reply
  * carries no status, so after a failed statement this is the state before it. */
 static int dd_handler_txn_open(MYSQL *db)
 {
-    unsigned int st = 0;
-
-    if (mariadb_get_infov(db, MARIADB_CONNECTION_SERVER_STATUS, &st) != 0)
-        return 0; /* cannot tell: assume the worst */
-    return (st & SERVER_STATUS_IN_TRANS) != 0;
+    /* 0 when it cannot tell: assume the worst */
+    return (dd_handler_server_status(db) & SERVER_STATUS_IN_TRANS) != 0;
 }
 
 void dd_handler_set_max_response(dd_handler_t *h, size_t max)
@@ -208,14 +280,56 @@ static int dd_handler_response_too_long(const dd_handler_t *h, dedupd_result *re
     return 1;
 }
 
-dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
+int dd_handler_conn_init(dd_handler_t *h, MYSQL *db, void **conn_state, char *errstr,
+                         size_t errstr_size)
+{
+    char err[DEDUPD_ERROR_SIZE] = "";
+    unsigned int st;
+
+    *conn_state = NULL;
+    if (!h->conn_init) return DD_OK;
+    if (h->conn_init(h->state, db, conn_state, err, sizeof(err)) != 0) {
+        unsigned int dberr = mysql_errno(db);
+
+        err[sizeof(err) - 1] = '\0';
+        *conn_state = NULL;
+        dd_errstr_set(errstr, errstr_size, "handler %s (%s): conn_init failed: %s", h->path,
+                      h->desc->name, err[0] ? err : "no reason given");
+        return dberr && dd_db_classify(dberr) == DD_ERR_RETRIABLE ? DD_ERR_RETRIABLE : DD_ERR_FATAL;
+    }
+    /* dedupd opens every transaction itself, on a connection in autocommit
+     * mode: conn_init must leave it so (a handler bug otherwise). */
+    st = dd_handler_server_status(db);
+    if ((st & SERVER_STATUS_IN_TRANS) || !(st & SERVER_STATUS_AUTOCOMMIT)) {
+        dd_errstr_set(errstr, errstr_size,
+                      "handler %s (%s): conn_init left %s: this is a handler bug", h->path,
+                      h->desc->name,
+                      (st & SERVER_STATUS_IN_TRANS) ? "a transaction open" : "autocommit off");
+        dd_handler_conn_fini(h, db, *conn_state);
+        *conn_state = NULL;
+        return DD_ERR_FATAL;
+    }
+    return DD_OK;
+}
+
+void dd_handler_conn_fini(dd_handler_t *h, MYSQL *db, void *conn_state)
+{
+    if (h && h->conn_fini) h->conn_fini(h->state, db, conn_state);
+}
+
+dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, void *conn_state, const dedupd_msg *msg,
                                 dedupd_result *res, int *broken_txn)
 {
     dedupd_status st;
     int raw;
 
     memset(res, 0, sizeof(*res));
-    raw = (int)h->desc->handle(h->state, db, msg, res);
+    dd_handler_msg_cur = msg;
+    if (h->handle_conn)
+        raw = (int)h->handle_conn(h->state, conn_state, db, msg, res);
+    else
+        raw = (int)h->desc->handle(h->state, db, msg, res);
+    dd_handler_msg_cur = NULL;
     /* The plugin may have filled all 256 bytes with strncpy. */
     res->error[sizeof(res->error) - 1] = '\0';
     st = (dedupd_status)raw;
@@ -236,17 +350,21 @@ dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *ms
 
 int dd_handler_has_batch(const dd_handler_t *h)
 {
-    return h->handle_batch != NULL;
+    return h->handle_batch != NULL || h->handle_batch_conn != NULL;
 }
 
-dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_msg *const *msgs,
-                                      size_t n, dedupd_result *res, int *broken_txn)
+dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, void *conn_state,
+                                      const dedupd_msg *const *msgs, size_t n, dedupd_result *res,
+                                      int *broken_txn)
 {
     dedupd_status st = DEDUPD_OK;
     int raw;
 
     memset(res, 0, n * sizeof(*res));
-    raw = (int)h->handle_batch(h->state, db, msgs, n, res);
+    if (h->handle_batch_conn)
+        raw = (int)h->handle_batch_conn(h->state, conn_state, db, msgs, n, res);
+    else
+        raw = (int)h->handle_batch(h->state, db, msgs, n, res);
     res[0].error[sizeof(res[0].error) - 1] = '\0';
     for (size_t i = 0; raw == DEDUPD_OK && i < n; i++) {
         dedupd_result too_long = {.response = res[i].response};

@@ -4,6 +4,7 @@
  * A handler that was built for another ABI version, or that lacks the
  * dedupd_handler_v1 symbol or a handle function, is refused at load with a
  * message naming the file and the versions, before anything else happens.
+ * The host API a handler of ABI 3 gets (dedupd_host) is implemented here.
  */
 #ifndef DD_HANDLER_H
 #define DD_HANDLER_H
@@ -14,7 +15,9 @@
 
 typedef struct dd_handler_s dd_handler_t;
 
-/* Loads path, checks the ABI and calls init(conf). conf may be NULL. */
+/* Loads path, checks the ABI and calls init_host (ABI >= 3, with the host
+ * API: dedupd's logger, conf, the instance's name) or init(conf). conf
+ * may be NULL. */
 int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
                     size_t errstr_size);
 const char *dd_handler_name(const dd_handler_t *h);
@@ -29,23 +32,41 @@ void dd_handler_set_max_response(dd_handler_t *h, size_t max);
 /* Calls the optional migrate. Returns 0 or DD_ERR_FATAL with errstr. */
 int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size);
 
-/* Calls handle() with res zeroed first. Sets *broken_txn when the
- * connection is no longer inside a transaction afterwards (the handler
- * committed, rolled back or changed autocommit: a handler bug). An
- * out-of-range status, or a response over the bound, is turned into
+/* Calls the optional conn_init (ABI >= 3) for a connection dedupd opened
+ * for handler work: after every connect and reconnect, before the first
+ * handle on it. *conn_state gets the handler's state for the connection
+ * (NULL without conn_init), to pass to every call on it and to
+ * dd_handler_conn_fini(). Returns 0; DD_ERR_RETRIABLE when it failed with
+ * a retriable server error on db (a lost connection: reconnect and call
+ * it again); else DD_ERR_FATAL, also when it left a transaction open or
+ * autocommit off. errstr names the handler. */
+int dd_handler_conn_init(dd_handler_t *h, MYSQL *db, void **conn_state, char *errstr,
+                         size_t errstr_size);
+/* Calls the optional conn_fini (ABI >= 3) before db is closed, for a
+ * connection whose dd_handler_conn_init() succeeded. */
+void dd_handler_conn_fini(dd_handler_t *h, MYSQL *db, void *conn_state);
+
+/* Calls handle_conn() or handle() with res zeroed first, msg being the
+ * calling thread's current message for the host's log meanwhile.
+ * conn_state: from dd_handler_conn_init() for db. Sets *broken_txn when
+ * the connection is no longer inside a transaction afterwards (the
+ * handler committed, rolled back or changed autocommit: a handler bug).
+ * An out-of-range status, or a response over the bound, is turned into
  * DEDUPD_REJECT with an error. */
-dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
+dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, void *conn_state, const dedupd_msg *msg,
                                 dedupd_result *res, int *broken_txn);
-/* 1 when the handler has handle_batch (descriptor of ABI version >= 2). */
+/* 1 when the handler has handle_batch or handle_batch_conn. */
 int dd_handler_has_batch(const dd_handler_t *h);
-/* Calls handle_batch() with res[0..n) zeroed first. Any status but
+/* Calls handle_batch_conn() or handle_batch() with res[0..n) zeroed
+ * first (conn_state as for dd_handler_handle). Any status but
  * DEDUPD_OK means the batch was declined: the responses are freed and the
  * caller rolls back and goes message by message; res[0].error says why.
  * A response over the bound declines the batch (handle() then rejects
  * that message alone).
  * *broken_txn as for dd_handler_handle(). */
-dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, const dedupd_msg *const *msgs,
-                                      size_t n, dedupd_result *res, int *broken_txn);
+dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, void *conn_state,
+                                      const dedupd_msg *const *msgs, size_t n, dedupd_result *res,
+                                      int *broken_txn);
 /* The transaction guard. A handler that ends the transaction and opens a
  * new one (COMMIT; BEGIN, or a statement that commits implicitly) leaves
  * the in-transaction flag set, so dd_handler_handle() cannot see it. So

@@ -53,6 +53,7 @@ typedef struct dd_item_s {
     unsigned char hash[DD_HASH_LEN];
     int hashed;
     int attempts; /* handler RETRY count */
+    int faulted;  /* DEDUPD_TEST_FAULTS=rollback_after_handler rolled it back once */
 
     dd_outcome_t outcome;
     dd_reason_t reason;

@@ -96,6 +96,27 @@ void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state)
     atomic_store(&lane->state, (int)state);
 }
 
+/* ---- the connection ---- */
+
+/* The handler's state for the lane's current connection (conn_init). */
+static int dd_lane_conn_open(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    int rc = dd_handler_conn_init(lane->group->h, dd_db_mysql(lane->db), &lane->hconn, errstr,
+                                  errstr_size);
+
+    lane->hconn_open = rc == DD_OK;
+    return rc;
+}
+
+/* Before the connection goes away: the handler frees its state for it. */
+static void dd_lane_conn_close(dd_lane_t *lane)
+{
+    if (!lane->hconn_open) return;
+    dd_handler_conn_fini(lane->group->h, dd_db_mysql(lane->db), lane->hconn);
+    lane->hconn = NULL;
+    lane->hconn_open = 0;
+}
+
 /* ---- retries ---- */
 
 static int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
@@ -111,7 +132,10 @@ static int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
 }
 
 /* Retriable database error: roll back (done), reconnect when the
- * connection is gone, back off. Returns 0 to replay, or a fatal class. */
+ * connection is gone, back off. The handler's state for the connection
+ * follows it: conn_fini before the old one closes, conn_init on the new
+ * one (a lost connection there is one more retriable error). Returns 0 to
+ * replay, or a fatal class. */
 static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
 {
     char err[512];
@@ -122,8 +146,11 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     dd_lane_set_state(lane, DD_LANE_DB_BACKOFF);
     for (;;) {
         if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard)) return DD_OK;
-        if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0) return DD_OK;
+        if (lane->hconn_open && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
+            return DD_OK;
+        dd_lane_conn_close(lane);
         rc = dd_db_reconnect(lane->db, err, sizeof(err));
+        if (!rc) rc = dd_lane_conn_open(lane, err, sizeof(err));
         if (!rc) {
             dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
             return DD_OK;
@@ -281,6 +308,10 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     lane->cap = cap;
     lane->fault_commit_lost = dd_lane_fault_setting("commit_lost");
     lane->fault_blind = dd_test_fault("precheck_blind") != 0;
+    lane->fault_rollback = dd_test_fault("rollback_after_handler") != 0;
+    if (lane->fault_rollback && idx == 0) /* on purpose: dedupd handler-test's pass 2 */
+        dd_log(DD_LOG_INFO, "Test fault rollback_after_handler: each message's transaction is "
+                            "rolled back and run again once after its handler succeeded.");
     if (lane->fault_blind && idx == 0)
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: the claim pre-check finds no keys, so every "
                             "known key races (test fault injection).");
@@ -310,6 +341,7 @@ int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
     int rc = dd_db_new(&lane->db, lane->group->conf, errstr, errstr_size);
 
     if (!rc) rc = dd_claim_require(lane->db, &lane->group->copts, errstr, errstr_size);
+    if (!rc) rc = dd_lane_conn_open(lane, errstr, errstr_size);
     if (rc) return rc;
     if (pthread_create(&lane->thr, NULL, dd_lane_main, lane) != 0) {
         dd_errstr_set(errstr, errstr_size, "cannot start lane thread");
@@ -343,6 +375,7 @@ void dd_lane_destroy(dd_lane_t *lane)
     if (!lane) return;
     dd_lane_stop(lane);
     dd_item_list_destroy(dd_lane_unqueue(lane), NULL);
+    dd_lane_conn_close(lane); /* after the thread ended, before its connection */
     dd_db_destroy(lane->db);
     dd_buf_release(&lane->sql);
     free(lane->batch);
@@ -353,6 +386,7 @@ void dd_lane_destroy(dd_lane_t *lane)
     free(lane->msgs);
     free(lane->msgv);
     free(lane->results);
+    free(lane->hdrs);
     pthread_mutex_destroy(&lane->mu);
     pthread_cond_destroy(&lane->cv);
     free(lane);

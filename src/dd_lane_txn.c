@@ -4,7 +4,8 @@
  * cheapest way that gives the right result is tried first (dd_lane_txn_modes
  * below); every outcome other than a commit rolls everything back, business
  * writes included, and says how the lane goes on: a dd_err_t class, or one
- * of the transaction outcomes DD_ERR_RACED, _RETRY, _REDO and _DECLINED.
+ * of the transaction outcomes DD_ERR_RACED, _RETRY, _REDO, _DECLINED and
+ * _FAULT (a test fault).
  */
 #include "dd_lanes_int.h"
 
@@ -108,10 +109,38 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
     return DD_OK;
 }
 
-/* What the handler sees of an item. */
-static void dd_lane_msg_fill(const dd_item_t *item, dedupd_msg *msg)
+/* How many Kafka headers rkm has (librdkafka parses them on first use). */
+static size_t dd_lane_header_cnt(rd_kafka_message_t *rkm)
 {
-    const rd_kafka_message_t *rkm = item->rkm;
+    rd_kafka_headers_t *hdrs;
+
+    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+    return rd_kafka_header_cnt(hdrs);
+}
+
+/* Room for n headers in lane->hdrs. */
+static int dd_lane_headers_reserve(dd_lane_t *lane, size_t n, char *errstr, size_t errstr_size)
+{
+    dedupd_header *p;
+
+    if (n <= lane->hdr_cap) return DD_OK;
+    if (!(p = realloc(lane->hdrs, n * sizeof(*p)))) {
+        dd_errstr_set(errstr, errstr_size, "out of memory for %zu message headers", n);
+        return DD_ERR_NOMEM;
+    }
+    lane->hdrs = p;
+    lane->hdr_cap = n;
+    return DD_OK;
+}
+
+/* What the handler sees of an item. Its headers go to lane->hdrs[*at..],
+ * reserved by the caller, pointing into librdkafka's copy (no bytes are
+ * copied); *at moves past them. */
+static void dd_lane_msg_fill(dd_lane_t *lane, const dd_item_t *item, size_t *at, dedupd_msg *msg)
+{
+    rd_kafka_message_t *rkm = item->rkm;
+    rd_kafka_headers_t *hdrs;
+    size_t n = 0;
 
     *msg = (dedupd_msg){
         .topic = item->claim->topic,
@@ -125,6 +154,19 @@ static void dd_lane_msg_fill(const dd_item_t *item, dedupd_msg *msg)
         .json = item->json,
         .biz_key = item->key,
     };
+    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    for (size_t i = 0; *at + n < lane->hdr_cap; i++) {
+        dedupd_header *hd = &lane->hdrs[*at + n];
+        const void *value;
+        if (rd_kafka_header_get_all(hdrs, i, &hd->name, &value, &hd->value_len) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR)
+            break;
+        hd->value = value;
+        n++;
+    }
+    msg->headers = n ? &lane->hdrs[*at] : NULL;
+    msg->header_cnt = n;
+    *at += n;
 }
 
 /* The handler applied item: keep its response (taken over) for the outcome
@@ -211,17 +253,26 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     dedupd_result res;
     dedupd_msg msg;
     int broken = 0, rc;
+    size_t at = 0;
     dedupd_status st;
 
-    rc = safe ? dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size) : DD_OK;
+    rc = dd_lane_headers_reserve(lane, dd_lane_header_cnt(rkm), errstr, errstr_size);
+    if (!rc && safe) rc = dd_lane_sql(lane, "SAVEPOINT dd_msg", errstr, errstr_size);
     if (rc) return rc;
-    dd_lane_msg_fill(item, &msg);
+    dd_lane_msg_fill(lane, item, &at, &msg);
     dd_lane_set_state(lane, DD_LANE_IN_HANDLER);
-    st = dd_handler_handle(lane->group->h, mysql, &msg, &res, &broken);
+    st = dd_handler_handle(lane->group->h, mysql, lane->hconn, &msg, &res, &broken);
     dd_lane_set_state(lane, DD_LANE_IN_DB);
     if (broken) {
         free(res.response);
         return dd_lane_broken(lane, item, errstr, errstr_size);
+    }
+    if (st == DEDUPD_OK && lane->fault_rollback && !item->faulted) {
+        /* Test fault: what a lost COMMIT, a deadlock or a crash does to a
+         * handler, on purpose; the replay calls it again. */
+        item->faulted = 1;
+        free(res.response);
+        return DD_ERR_FAULT;
     }
     if (st == DEDUPD_OK) {
         dd_lane_applied(item, res.response, d);
@@ -284,19 +335,23 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
                              char *errstr, size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(lane->db);
-    size_t m = 0, k = 0;
-    int broken = 0;
+    size_t m = 0, k = 0, nhdr = 0, at = 0;
+    int broken = 0, rc, faulted = 0;
     dedupd_status st;
 
+    for (size_t i = 0; i < n; i++)
+        if (dd_lane_owns(lane, items, i)) nhdr += dd_lane_header_cnt(items[i]->rkm);
+    if ((rc = dd_lane_headers_reserve(lane, nhdr, errstr, errstr_size))) return rc;
     for (size_t i = 0; i < n; i++) {
         if (!dd_lane_owns(lane, items, i)) continue;
-        dd_lane_msg_fill(items[i], &lane->msgs[m]);
+        dd_lane_msg_fill(lane, items[i], &at, &lane->msgs[m]);
         lane->msgv[m] = &lane->msgs[m];
         m++;
     }
     if (m == 0) return DD_OK;
     dd_lane_set_state(lane, DD_LANE_IN_HANDLER);
-    st = dd_handler_handle_batch(lane->group->h, mysql, lane->msgv, m, lane->results, &broken);
+    st = dd_handler_handle_batch(lane->group->h, mysql, lane->hconn, lane->msgv, m, lane->results,
+                                 &broken);
     dd_lane_set_state(lane, DD_LANE_IN_DB);
     if (broken) {
         for (size_t j = 0; j < m; j++)
@@ -312,6 +367,15 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
                lane->idx, dd_handler_name(lane->group->h), m,
                lane->results[0].error[0] ? lane->results[0].error : "no reason given");
         return DD_ERR_DECLINED;
+    }
+    for (size_t i = 0; lane->fault_rollback && i < n; i++) {
+        if (!dd_lane_owns(lane, items, i) || items[i]->faulted) continue;
+        items[i]->faulted = faulted = 1; /* test fault, as in dd_lane_run_handler */
+    }
+    if (faulted) {
+        for (size_t j = 0; j < m; j++)
+            free(lane->results[j].response);
+        return DD_ERR_FAULT;
     }
     for (size_t i = 0; i < n; i++)
         if (dd_lane_owns(lane, items, i)) dd_lane_applied(items[i], lane->results[k++].response, d);
@@ -332,7 +396,7 @@ static void dd_lane_tune_precheck(dd_lane_t *lane, size_t u)
 
 /* Rolls back the transaction over items[0..n) that ended with rc. When
  * dedupd rolls back on purpose after the handler ran (a RETRY, a REJECT
- * without a savepoint, a declined batch, a claim race), the handler may
+ * without a savepoint, a declined batch, a claim race, a test fault), the handler may
  * still have committed part of it on its own, so the guard is checked as
  * on COMMIT. After an error (a deadlock drops the savepoint, a lost
  * connection everything) it is not. Returns rc, or DD_ERR_FATAL. */
@@ -342,7 +406,8 @@ static int dd_lane_rollback(dd_lane_t *lane, dd_item_t *const *items, size_t n, 
     char err[1024];
     int erc;
 
-    if (rc != DD_OK && rc != DD_ERR_REDO && rc != DD_ERR_DECLINED && rc != DD_ERR_RACED) {
+    if (rc != DD_OK && rc != DD_ERR_REDO && rc != DD_ERR_DECLINED && rc != DD_ERR_RACED &&
+        rc != DD_ERR_FAULT) {
         dd_db_rollback_quiet(lane->db);
         return rc;
     }
@@ -515,20 +580,25 @@ static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, int l
 /* One transaction over items[0..n), as dd_lane_txn_modes. When a deferred
  * claim raced another consumer, everything was rolled back: the batch runs
  * again with every key claimed first, so it waits for that consumer's
- * commit and then finds its row. */
+ * commit and then finds its row. A test fault's rollback runs it again at
+ * once, as it was. */
 int dd_lane_txn(dd_lane_t *lane, dd_item_t **items, size_t n, long *retry_at, dd_stats_t *d,
                 char *errstr, size_t errstr_size)
 {
-    int rc;
+    uint64_t races = 0;
+    int rc, locking = 0;
 
-    rc = dd_lane_txn_modes(lane, items, n, 0, retry_at, d, errstr, errstr_size);
-    if (rc == DD_ERR_RACED) {
+    for (;;) {
+        rc = dd_lane_txn_modes(lane, items, n, locking, retry_at, d, errstr, errstr_size);
+        if (rc == DD_ERR_FAULT) continue;
+        if (rc != DD_ERR_RACED || locking) break;
         dd_log(DD_LOG_INFO,
                "Lane %d: another consumer claimed a key of this batch meanwhile; "
                "rolled back, running it again with the locking claim.",
                lane->idx);
-        rc = dd_lane_txn_modes(lane, items, n, 1, retry_at, d, errstr, errstr_size);
-        d->claim_races++;
+        locking = 1;
+        races++;
     }
+    d->claim_races += races;
     return rc;
 }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "dd_common.h"
 
@@ -152,7 +151,7 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
                  const char *role, char *errstr, size_t errstr_size)
 {
     dd_lanes_t *lanes = calloc(1, sizeof(*lanes));
-    char host[64] = "localhost";
+    char instance[100];
     int rc = DD_OK;
 
     *lanesp = NULL;
@@ -167,8 +166,8 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
     pthread_mutex_init(&lanes->mu, NULL);
     pthread_cond_init(&lanes->cv, NULL);
     dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
-    gethostname(host, sizeof(host) - 1);
-    snprintf(lanes->owner, sizeof(lanes->owner), "%s:%d%s%s", host, (int)getpid(), role ? " " : "",
+    dd_instance_name(instance, sizeof(instance));
+    snprintf(lanes->owner, sizeof(lanes->owner), "%s%s%s", instance, role ? " " : "",
              role ? role : "");
     dd_claim_opts_init(&lanes->copts, conf, lanes->owner);
     rc = dd_hash_spec_new(&lanes->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,

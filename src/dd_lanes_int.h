@@ -73,6 +73,8 @@ struct dd_lane_s {
 
     /* the lane thread's own */
     dd_db_t *db;
+    void *hconn;    /* the handler's state for db (dd_handler_conn_init) */
+    int hconn_open; /* dd_handler_conn_init succeeded on db: conn_fini is owed */
     dd_buf_t sql;
     dd_item_t **batch;
     dd_claim_t *claims;
@@ -85,11 +87,15 @@ struct dd_lane_s {
     unsigned int seed;
     unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
     unsigned long commits;
+    int fault_rollback; /* DEDUPD_TEST_FAULTS=rollback_after_handler */
     dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
     /* handle_batch() arguments, batch.max_messages each */
     dedupd_msg *msgs;
     const dedupd_msg **msgv;
     dedupd_result *results;
+    /* the Kafka headers of the messages handed to the handler */
+    dedupd_header *hdrs;
+    size_t hdr_cap;
 };
 
 /* dd_lane.c: one lane */

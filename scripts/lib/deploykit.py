@@ -522,13 +522,26 @@ def cmd_installed(a):
 
     want = [at("bindir", "dedupd"), at("includedir", "dedupd/handler.h"),
             at("mandir", "man1/dedupd.1"), at("mandir", "man5/dedupd.conf.5"),
-            at("libdir", "dedupd/ledger.so")]
-    files = sorted(installed.values())
-    absent = [f for f in files if not os.path.isfile(a.destdir + f)]
+            at("libdir", "dedupd/ledger.so"), at("libdir", "pkgconfig/dedupd.pc"),
+            at("datadir", "dedupd/dedupd.conf.example"), at("datadir", "dedupd/sql/grants.sql"),
+            at("datadir", "dedupd/examples/minimal/minimal.c"),
+            at("datadir", "dedupd/examples/minimal/meson.build")]
+    entries = sorted(installed.values())
+    absent = [f for f in entries if not os.path.exists(a.destdir + f)]
+    # an install_subdir() is one entry, a directory: its files count
+    files = []
+    for f in entries:
+        if not os.path.isdir(a.destdir + f):
+            files.append(f)
+            continue
+        for root, _, names in os.walk(a.destdir + f):
+            files += [os.path.join(root, n)[len(a.destdir):] for n in names]
+    files.sort()
     check(not absent, "meson install --destdir: %d files, as meson introspect lists them"
           % len(files), "meson install did not install %s" % absent)
-    check(all(w in files for w in want), "installs dedupd, handler.h, the example handler "
-          "and both man pages", "meson install lacks %s" % [w for w in want if w not in files])
+    check(all(w in files for w in want), "installs dedupd, handler.h, dedupd.pc, the example "
+          "handlers, their sources, the SQL and grants, the example configuration and both "
+          "man pages", "meson install lacks %s" % [w for w in want if w not in files])
     for f in files:
         print("       " + f)
     with open(a.facts, "w") as fh:

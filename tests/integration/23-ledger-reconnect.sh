@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# 23: the ledger keeps prepared statements per connection, and a worker's
-# connection can be replaced under it. While the worker applies a stream
-# through the ledger's handle_batch(), the test kills its database
-# connections (KILL CONNECTION) again and again: each lane rolls back,
-# reconnects and replays its batch, and the ledger, seeing a new
-# connection, prepares its statements again (the old ones were detached by
-# Connector/C and are only freed). A statement used on the wrong connection
+# 23: the ledger keeps prepared statements per connection (in the state its
+# conn_init makes), and a worker's connection can be replaced under it.
+# While the worker applies a stream through the ledger's handle_batch(), the
+# test kills its database connections (KILL CONNECTION) again and again:
+# each lane rolls back, calls the ledger's conn_fini for the old connection
+# (closing a statement of a dead connection only frees it), reconnects,
+# calls conn_init for the new one and replays its batch, where the ledger
+# prepares its statements again. A statement used on the wrong connection
 # would fail without a server error, which the ledger reports by declining
 # the batch: so no batch may be declined, and the end state is every
 # payment exactly once.

@@ -30,6 +30,8 @@
 #   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA / TB_HANDLER_EXTRA
 #   (lines inside those groups)  TB_DLQ_TOPIC  TB_MYSQL_HOST / TB_MYSQL_PORT
 #   (TCP to host:port instead of the socket DD_TEST_MYSQL_SOCKET).
+# TB_HANDLER_GRANTS (read by tb_migrate): the handler's grants file, for a
+# handler not known to the test bed (tb_grants_file).
 # Extra arguments after FILE are appended as top-level lines.
 #
 # Database users: dedupd never runs as root here. tb_init creates two users
@@ -156,8 +158,19 @@ _tb_grants() {
 
 # The test handlers' tables, granted like a handler's (the ledger's are in
 # sql/grants.sql).
-_tb_grants_th_scripted() {
-  echo "GRANT SELECT, INSERT, UPDATE ON \`$TB_DB\`.\`th_effect\` TO '$TB_RT_USER'@'%';"
+_tb_grants_th() {
+  local t
+  for t in "$@"; do
+    echo "GRANT SELECT, INSERT, UPDATE ON \`$TB_DB\`.\`$t\` TO '$TB_RT_USER'@'%';"
+  done
+}
+
+# tb_grants_file FILE: the GRANT statements of a handler's grants file (as
+# examples/*/grants.sql: ON `DATABASE`.`TABLE` TO 'dedupd'@'%') for the
+# test's database and runtime user.
+tb_grants_file() {
+  grep '^GRANT ' "$1" |
+    sed -E -e "s/ ON \`[^\`]+\`\./ ON \`$TB_DB\`./" -e "s/'dedupd'@'%'/'$TB_RT_USER'@'%'/g"
 }
 
 # _tb_conf_str NAME: the value of the first `NAME = "..."` in TB_CONF.
@@ -166,16 +179,25 @@ _tb_conf_str() {
 }
 
 # _tb_grant_runtime: the runtime user's privileges on TB_DB for TB_CONF's
-# dedup table (or DEDUPD_DEDUP_TABLE) and handler.
+# dedup table (or DEDUPD_DEDUP_TABLE) and handler: TB_HANDLER_GRANTS names
+# the handler's grants file (tb_grants_file), else they are known by the
+# handler's name.
 _tb_grant_runtime() {
   local table handler sql
   table=${DEDUPD_DEDUP_TABLE:-$(_tb_conf_str table)}
   handler=$(basename "$(_tb_conf_str path)" .so)
   sql=$(_tb_grants runtime "$table")
-  case "$handler" in
-  ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
-  th_scripted) sql+=$'\n'$(_tb_grants_th_scripted) ;;
-  esac
+  if [[ -n "${TB_HANDLER_GRANTS:-}" ]]; then
+    sql+=$'\n'$(tb_grants_file "$TB_HANDLER_GRANTS")
+  else
+    case "$handler" in
+    ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
+    th_scripted*) sql+=$'\n'$(_tb_grants_th th_effect) ;;
+    th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
+    th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
+    th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
+    esac
+  fi
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
   _tb_mariadb -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
 }

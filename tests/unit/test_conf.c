@@ -727,7 +727,7 @@ START_TEST(test_example_config)
     ck_assert_str_eq(conf->dedup.key, "pay:${merchant_id}:${order_no}");
     ck_assert_str_eq(conf->mysql.password, "example-pw");
     ck_assert_ptr_nonnull(realpath(src_dir(), path));
-    snprintf(want, sizeof(want), "%s/config/handlers/ledger.so", path);
+    snprintf(want, sizeof(want), "%s/config/../build/src/handlers/ledger.so", path);
     ck_assert_str_eq(conf->handler.path, want);
     dd_conf_destroy(conf);
 

@@ -51,7 +51,7 @@ START_TEST(test_wrong_abi)
 
     load_fails(th_path("th_wrong_abi"), err, sizeof(err));
     ck_assert_msg(strstr(err, "ABI version 999") != NULL, "%s", err);
-    ck_assert_msg(strstr(err, "supports versions 1 to 2") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "supports versions 1 to 3") != NULL, "%s", err);
 }
 END_TEST
 
@@ -112,7 +112,7 @@ static dedupd_status handle_action(dd_handler_t *h, MYSQL *db, const char *actio
     msg.payload = payload;
     msg.payload_len = strlen(payload);
     msg.json = json;
-    st = dd_handler_handle(h, db, &msg, res, broken);
+    st = dd_handler_handle(h, db, NULL, &msg, res, broken);
     cJSON_Delete(json);
     return st;
 }
@@ -160,6 +160,30 @@ START_TEST(test_abi_v1_loads)
 }
 END_TEST
 
+/* Descriptors of every ABI version load: v1 and v2 built against the
+ * frozen headers (tests/abi/), followed by canaries a reader of the newer
+ * fields would take for function pointers; v3 with handle_conn and
+ * handle_batch_conn instead of handle and handle_batch, and init_host. */
+START_TEST(test_abi_versions_load)
+{
+    static const struct {
+        const char *name;
+        int batch;
+    } want[] = {{"th_abi_v1", 0}, {"th_abi_v2", 1}, {"th_v3", 1}};
+    char err[512] = "";
+
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        dd_handler_t *h = NULL;
+
+        ck_assert_msg(dd_handler_load(&h, th_path(want[i].name), NULL, err, sizeof(err)) == 0,
+                      "%s: %s", want[i].name, err);
+        ck_assert_str_eq(dd_handler_name(h), want[i].name);
+        ck_assert_int_eq(dd_handler_has_batch(h), want[i].batch);
+        dd_handler_destroy(h);
+    }
+}
+END_TEST
+
 /* n messages {"th": actions[i]} through dd_handler_handle_batch. */
 static dedupd_status batch_actions(dd_handler_t *h, MYSQL *db, const char *const *actions, size_t n,
                                    dedupd_result *res, int *broken)
@@ -176,7 +200,7 @@ static dedupd_status batch_actions(dd_handler_t *h, MYSQL *db, const char *const
         msgs[i] = (dedupd_msg){.topic = "t", .offset = (int64_t)i, .json = json[i], .biz_key = "k"};
         msgv[i] = &msgs[i];
     }
-    st = dd_handler_handle_batch(h, db, msgv, n, res, broken);
+    st = dd_handler_handle_batch(h, db, NULL, msgv, n, res, broken);
     for (size_t i = 0; i < n; i++)
         cJSON_Delete(json[i]);
     return st;
@@ -231,7 +255,7 @@ START_TEST(test_response_bound)
 
     ck_assert_int_eq(dd_handler_load(&h, th_path("th_batch"), NULL, err, sizeof(err)), 0);
     dd_handler_set_max_response(h, 15); /* {"single":true} is 15 bytes, {"i":0} 7 */
-    ck_assert_int_eq(dd_handler_handle(h, db, &msg, res, &broken), DEDUPD_OK);
+    ck_assert_int_eq(dd_handler_handle(h, db, NULL, &msg, res, &broken), DEDUPD_OK);
     ck_assert_str_eq(res[0].response, "{\"single\":true}");
     free(res[0].response);
     ck_assert_int_eq(batch_actions(h, db, ok, 2, res, &broken), DEDUPD_OK);
@@ -239,7 +263,7 @@ START_TEST(test_response_bound)
     free(res[1].response);
 
     dd_handler_set_max_response(h, 14);
-    ck_assert_int_eq(dd_handler_handle(h, db, &msg, res, &broken), DEDUPD_REJECT);
+    ck_assert_int_eq(dd_handler_handle(h, db, NULL, &msg, res, &broken), DEDUPD_REJECT);
     ck_assert_ptr_null(res[0].response);
     ck_assert_str_eq(res[0].error, "handler th_batch returned a response of 15 bytes, more "
                                    "than handler.max_response_bytes (14)");
@@ -276,7 +300,7 @@ static dedupd_status ledger_amount(dd_handler_t *h, MYSQL *db, const char *amoun
     msg.payload_len = strlen(payload);
     msg.json = json;
     memset(res, 0, sizeof(*res));
-    st = dd_handler_handle(h, db, &msg, res, &broken);
+    st = dd_handler_handle(h, db, NULL, &msg, res, &broken);
     cJSON_Delete(json);
     free(res->response);
     return st;
@@ -335,6 +359,7 @@ static Suite *handler_suite(void)
     tcase_add_test(tc, test_destroy_null);
     tcase_add_test(tc, test_handle_without_db);
     tcase_add_test(tc, test_abi_v1_loads);
+    tcase_add_test(tc, test_abi_versions_load);
     tcase_add_test(tc, test_handle_batch);
     tcase_add_test(tc, test_response_bound);
     tcase_add_test(tc, test_ledger_amounts);

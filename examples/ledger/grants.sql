@@ -1,0 +1,3 @@
+-- The ledger example's privileges are in sql/grants.sql, section [ledger]
+-- (installed as <datadir>/dedupd/sql/grants.sql): dedupd's own grants and
+-- the ledger's are checked together there.

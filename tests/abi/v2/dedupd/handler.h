@@ -1,0 +1,116 @@
+/*
+ * dedupd handler ABI, version 2.
+ *
+ * A handler is a shared object exporting one symbol, dedupd_handler_v1(),
+ * which returns a static descriptor. dedupd calls handle() inside the open
+ * claim transaction on `db`, so the business write commits or rolls back
+ * together with the dedup record. This is the only public header of dedupd:
+ * handlers built outside this repository compile against it alone.
+ *
+ * Rules for handle():
+ *  - never COMMIT, ROLLBACK, change autocommit or run a statement that
+ *    commits implicitly (DDL) on `db`, not even followed by a new BEGIN;
+ *    dedupd checks the server's in-transaction flag after each call, and
+ *    before it commits that its own savepoint `dedupd_txn` (set when it
+ *    opened the transaction; the name is reserved) still exists, which
+ *    ending the transaction drops. Either is a handler bug: dedupd rolls
+ *    the transaction back and stops, naming the handler;
+ *  - it may be called from several threads at once, each with its own `db`;
+ *  - RETRY rolls back this message's work and tries it again later with
+ *    backoff; REJECT rolls it back, records the key as failed and sends the
+ *    message to the dead-letter topic with res->error as the reason;
+ *  - when a statement fails, return RETRY and leave the server's error on
+ *    `db` (mysql_errno): send no other command first, and do not close a
+ *    failed statement or free its result, since Connector/C then clears
+ *    the connection's error. dedupd reads it after the call: a deadlock, a
+ *    lock wait timeout or a lost connection rolls the whole batch back and
+ *    replays it, like any database error, instead of counting as the
+ *    handler's RETRY.
+ *
+ * handle_batch() (optional, since ABI version 2) is the same work for many
+ * messages at once, so a handler can write them with a few multi-row
+ * statements instead of a round trip per message:
+ *  - msgs[0..n) are the messages this transaction owns (one per business
+ *    key, in the order they were consumed); res[0..n) come zeroed;
+ *  - DEDUPD_OK means every message was applied; res[i].response is message
+ *    i's snapshot (malloc'd, or NULL);
+ *  - any other status means "not as one batch": dedupd rolls the whole
+ *    transaction back (claims included) and runs the same messages through
+ *    handle(), one at a time, where each message gets its own RETRY or
+ *    REJECT. So handle() defines the semantics and handle_batch() only has
+ *    to be fast for the common case and give the same result on it; it may
+ *    decline any batch it does not want to handle (bad payload, an unusual
+ *    mix), with the reason in res[0].error for dedupd's debug log.
+ *  The rules of handle() about the transaction apply.
+ *
+ * Compatibility: the symbol's name carries the layout's generation (v1);
+ * within it, new fields are only ever appended to these structs and
+ * DEDUPD_HANDLER_ABI_VERSION goes up with each addition. dedupd loads
+ * descriptors from version 1 up to its own, and reads a field only when the
+ * descriptor's abi_version says it has it (handle_batch: version >= 2).
+ * A handler built for a newer version than dedupd's is refused at load, as
+ * is one for an unknown generation.
+ */
+#ifndef DEDUPD_HANDLER_H
+#define DEDUPD_HANDLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <libconfig.h>
+#include <mysql.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEDUPD_HANDLER_ABI_VERSION 2
+#define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
+
+typedef enum { DEDUPD_OK = 0, DEDUPD_RETRY = 1, DEDUPD_REJECT = 2 } dedupd_status;
+
+typedef struct dedupd_msg {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;
+    const void *key; /* Kafka key, may be NULL */
+    size_t key_len;
+    const void *payload;
+    size_t payload_len;
+    /* parsed payload (cJSON: numbers are doubles, strings end at a NUL; the
+     * payload text has the exact values), built only for strict JSON */
+    const cJSON *json;
+    /* derived business key: NUL-terminated, escaped, no control bytes
+     * (docs/KEYS.md) */
+    const char *biz_key;
+} dedupd_msg;
+
+typedef struct dedupd_result {
+    char *response;  /* malloc'd JSON text kept as the response snapshot, or NULL;
+                      * longer than handler.max_response_bytes rejects the message */
+    char error[256]; /* why, on RETRY/REJECT */
+} dedupd_result;
+
+typedef struct dedupd_handler {
+    int abi_version; /* DEDUPD_HANDLER_ABI_VERSION */
+    const char *name;
+    int (*init)(void **state, const config_setting_t *conf, char *err,
+                size_t errlen);                                       /* optional */
+    int (*migrate)(void *state, MYSQL *db, char *err, size_t errlen); /* optional */
+    dedupd_status (*handle)(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res);
+    void (*fini)(void *state); /* optional */
+    /* ---- abi_version >= 2 ---- */
+    dedupd_status (*handle_batch)(void *state, MYSQL *db, const dedupd_msg *const *msgs, size_t n,
+                                  dedupd_result *res); /* optional */
+} dedupd_handler;
+
+/* The one exported symbol. */
+const dedupd_handler *dedupd_handler_v1(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DEDUPD_HANDLER_H */
