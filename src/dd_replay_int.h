@@ -64,6 +64,7 @@ typedef struct {
     int part_cnt;
     int apply, orphans, csv;
     int fail_on_findings; /* exit DD_EXIT_FINDINGS when the report has findings */
+    int all_consumed;     /* --all-consumed: no key is pending, whatever the group did */
     const char *report;
     const char *summary; /* --summary FILE: the summary as JSON */
 } dd_replay_args_t;

@@ -187,6 +187,7 @@ static int dd_replay_not_consumed(dd_replay_t *rp, const dd_item_t *it)
     const dd_replay_part_t *pt =
         dd_replay_part_find(rp, rd_kafka_topic_name(it->rkm->rkt), it->rkm->partition);
 
+    if (rp->args->all_consumed) return 0;
     return pt && (pt->group_committed < 0 || it->rkm->offset >= pt->group_committed);
 }
 

@@ -72,7 +72,7 @@ run_case f th_scripted 6=commit_begin 8=retry:1
 
 # replay --apply runs the same lane: the missing keys of a hit the guard too.
 rc=0
-"$DEDUPD" replay -c "$TB_DIR/dedupd.conf" --topic a --from earliest --apply \
+"$DEDUPD" replay -c "$TB_DIR/dedupd.conf" --topic a --from earliest --apply --all-consumed \
   >"$TB_DIR/replay.log" 2>&1 || rc=$?
 TB_TOPIC=a expect_guard a th_scripted "$(cat "$TB_DIR/replay.log")" "$rc"
 tb_done
