@@ -47,4 +47,6 @@ extern const dd_cmd_t dd_cmd_purge;   /* dd_purge.c */
 extern const dd_cmd_t dd_cmd_stats;   /* dd_tablestats.c */
 extern const dd_cmd_t dd_cmd_mock;    /* dd_mock.c */
 
+extern const dd_cmd_t dd_cmd_reconcile; /* dd_reconcile.c: external mode */
+
 #endif /* DD_CMD_H */

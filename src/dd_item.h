@@ -23,6 +23,7 @@
  * only points at them. */
 typedef struct dd_claim_s dd_claim_t;
 typedef struct dd_ptrack_s dd_ptrack_t;
+typedef struct dd_lease_hold_s dd_lease_hold_t;
 
 typedef enum {
     DD_OUT_NONE = 0,
@@ -54,6 +55,16 @@ typedef struct dd_item_s {
     dd_claim_t *claim;
     int64_t dlq_due_ms; /* resend time after a failed dead letter */
     int dlq_bare;       /* the broker refused the dead letter as too large: send it bare */
+
+    /* external mode (the lanes' dd_lane_ext.c): where the message is in the
+     * protocol, the claim it holds and what it waits for */
+    int ext_step;          /* the next step: claim, reconcile, act, finish */
+    int64_t fence;         /* the token of the claim it holds, 0: none */
+    dd_lease_hold_t *hold; /* that claim's lease, renewed while held */
+    int64_t due_ms;        /* waiting (dd_now_ms) until then */
+    int ext_waits;         /* times it found its key in progress under another claim */
+    int unknowns;          /* reconcile() answered UNKNOWN */
+    int db_errors;         /* retriable database errors in a row */
 } dd_item_t;
 
 /* A zeroed item, or NULL when out of memory. */
