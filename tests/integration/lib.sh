@@ -7,8 +7,9 @@
 # Tests never skip: without a database they fail, because a skipped
 # integration test is a test nobody notices is not running.
 #
-# Environment from meson: DEDUPD, DDTK, DD_LEDGER_SO, DD_TEST_HANDLER_DIR,
-# DD_TEST_SRC_DIR; from scripts/test: DD_TEST_MYSQL_SOCKET, TB_TIMEOUT_MULT.
+# Environment from meson: DEDUPD, DDTK, DD_LEDGER_SO, DD_NOTIFY_SO,
+# DD_NOTIFY_NORECONCILE_SO, DD_TEST_HANDLER_DIR, DD_TEST_SRC_DIR; from
+# scripts/test: DD_TEST_MYSQL_SOCKET, TB_TIMEOUT_MULT.
 #
 #   source "$(dirname "$0")/lib.sh"
 #   tb_init dup_basic
@@ -175,6 +176,7 @@ _tb_grant_runtime() {
   case "$handler" in
   ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
   th_scripted) sql+=$'\n'$(_tb_grants_th_scripted) ;;
+  notify | notify_noreconcile) sql+=$'\n'$(_tb_grants notify "$table") ;;
   esac
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
   _tb_mariadb -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
