@@ -349,7 +349,12 @@ dedupd_status dd_handler_act(dd_handler_t *h, const dedupd_msg *msg, dedupd_resu
 
     memset(res, 0, sizeof(*res));
     st = dd_handler_status(h, "act", (int)h->act(h->state, msg, res), res);
-    if (st == DEDUPD_OK) dd_handler_drop_long(h, res);
+    if (st == DEDUPD_OK) {
+        dd_handler_drop_long(h, res);
+    } else {
+        free(res->response); /* only an OK has a snapshot */
+        res->response = NULL;
+    }
     return st;
 }
 

@@ -53,9 +53,9 @@ int dd_handler_mode(const dd_handler_t *h);
 int dd_handler_has_finish(const dd_handler_t *h);
 int dd_handler_has_reconcile(const dd_handler_t *h);
 /* Calls act() with res zeroed first. An out-of-range status is turned into
- * DEDUPD_REJECT with an error. The effect of an OK cannot be undone, so a
- * response over the bound is dropped (NULL), with res->error saying so for
- * the caller's log. */
+ * DEDUPD_REJECT with an error; only an OK keeps res->response. The effect
+ * of an OK cannot be undone, so a response over the bound is dropped
+ * (NULL), with res->error saying so for the caller's log. */
 dedupd_status dd_handler_act(dd_handler_t *h, const dedupd_msg *msg, dedupd_result *res);
 /* Calls the optional finish() inside the open transaction on db, with res
  * holding act()'s result (its error is cleared first); without finish()

@@ -49,7 +49,8 @@ static void dd_lane_ext_park(dd_lane_t *lane, dd_item_t *item, int64_t wait_ms)
 {
     dd_item_t **pp = &lane->parked;
 
-    item->due_ms = dd_now_ms() + (wait_ms > 0 ? wait_ms : 0);
+    /* At least 1 ms: a round of due messages ends (dd_lane_ext_process). */
+    item->due_ms = dd_now_ms() + (wait_ms > 1 ? wait_ms : 1);
     while (*pp && (*pp)->due_ms <= item->due_ms)
         pp = &(*pp)->next;
     item->next = *pp;

@@ -13,7 +13,10 @@
 #    lease is renewed every third of it, so worker D (group gd) waits and
 #    never takes it over, and finds the key applied (token 1) afterwards.
 #    Meanwhile D applies the other keys of the same partition that came
-#    after it: a waiting message does not hold them up.
+#    after it: a waiting message does not hold them up. Worker E (group ge)
+#    may have one message in flight (batch.max_inflight = 1): the waiting
+#    message fills it, E stops polling, and still gets through the stream
+#    once C's claim ends: waiting cannot deadlock the backpressure.
 source "$(dirname "$0")/lib.sh"
 tb_init external_fencing
 tb_mock t1:1 t2:1
@@ -23,6 +26,8 @@ external='external = { lease = "2s"; scan_interval = "0"; };'
 retry='retry = { backoff_initial = "100ms"; backoff_max = "500ms"; };'
 for g in ga gb; do TB_GROUP=$g TB_TOPIC=t1 tb_config "$TB_DIR/$g.conf" "$external" "$retry"; done
 for g in gc gd; do TB_GROUP=$g TB_TOPIC=t2 tb_config "$TB_DIR/$g.conf" "$external" "$retry"; done
+TB_GROUP=ge TB_TOPIC=t2 TB_BATCH_MAX=1 TB_BATCH_EXTRA='max_inflight = 1;' \
+  tb_config "$TB_DIR/ge.conf" "$external" "$retry"
 tb_migrate || tb_die "migrate failed"
 row() { tb_sql "SELECT status, fence, JSON_VALUE(response, '\$.fence'), COALESCE(JSON_VALUE(response, '\$.reconciled'), '-') FROM dedup_record WHERE biz_key = '$1'" | tr '\t' ' '; }
 row_is() { test "$(row "$1")" = "$2"; }
@@ -61,12 +66,15 @@ tb_bg gc env NOTIFY_ACT_SLEEP_MS=6000 "$DEDUPD" run -c "$TB_DIR/gc.conf"
 gc=$TB_LAST_PID
 tb_bg gd "$DEDUPD" run -c "$TB_DIR/gd.conf"
 gd=$TB_LAST_PID
-tb_wait_until 30 "gc assigned" log_has gc "Assigned t2 " || tb_die "gc got no partition"
-tb_wait_until 30 "gd assigned" log_has gd "Assigned t2 " || tb_die "gd got no partition"
-kill -STOP "$gd" # C claims f2 first
+tb_bg ge "$DEDUPD" run -c "$TB_DIR/ge.conf"
+ge=$TB_LAST_PID
+for g in gc gd ge; do
+  tb_wait_until 30 "$g assigned" log_has $g "Assigned t2 " || tb_die "$g got no partition"
+done
+kill -STOP "$gd" "$ge" # C claims f2 first
 printf '0\t-\t{"id":"f2","to":"u2"}\n' | tb_produce t2 2>/dev/null || tb_die "produce failed"
 tb_check "C claims f2 and sends" tb_wait_until 20 "C's send" sends_are n:f2 1
-kill -CONT "$gd"
+kill -CONT "$gd" "$ge"
 printf '0\t-\t{"id":"g%d"}\n' 1 2 3 4 5 | tb_produce t2 2>/dev/null || tb_die "produce failed"
 applied_g() { test "$(tb_sql "SELECT COUNT(*) FROM dedup_record WHERE biz_key LIKE 'n:g%' AND status = 1")" = 5; }
 tb_check "the keys after f2 in its partition are applied while f2 is in act()" \
@@ -77,10 +85,17 @@ tb_check "D waited for f2" log_has gd "this message waits"
 tb_check "f2 applied by C under token 1" tb_wait_until 30 "C's finish" row_is n:f2 "1 1 1 -"
 tb_check "C committed f2 and the rest" tb_wait_until 20 "gc committed" committed_is gc t2 "0 6"
 tb_check "D committed f2 and the rest" tb_wait_until 20 "gd committed" committed_is gd t2 "0 6"
-rcc=0 rcd=0
+tb_check "E, one message in flight at most, got through too" \
+  tb_wait_until 20 "ge committed" committed_is ge t2 "0 6"
+tb_check "E waited for f2" log_has ge "this message waits"
+tb_check "E's waiting message held it at its limit (it paused)" log_has ge "pausing consumption"
+rcc=0 rcd=0 rce=0
 tb_stop "$gc" || rcc=$?
 tb_stop "$gd" || rcd=$?
-tb_eq "C and D stop cleanly" "0 0" "$rcc $rcd"
+tb_stop "$ge" || rce=$?
+tb_eq "C, D and E stop cleanly" "0 0 0" "$rcc $rcd $rce"
+tb_eq "E applied or skipped every message once" 6 \
+  "$(($(tb_summary_sum applied "$TB_DIR/ge.log") + $(tb_summary_sum duplicates "$TB_DIR/ge.log")))"
 tb_check "D never took f2 over" bash -c "! grep -q 'Took the key over' '$TB_DIR/gd.log'"
 tb_eq "f2 sent once" 1 "$(tb_sql "SELECT COUNT(*) FROM notify_outbox WHERE biz_key = 'n:f2'")"
 tb_eq "every key applied once, sent once" "6 6" \

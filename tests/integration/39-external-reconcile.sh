@@ -12,7 +12,7 @@
 # dedupd_processing_oldest_seconds report what is left, and a message whose
 # takeover reconcile() keeps answering UNKNOWN is dead-lettered
 # `unresolved` after external.unknown_attempts. Purge never deletes a
-# processing row.
+# processing row; replay --apply refuses the handler.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http.sh"
 tb_init external_reconcile
@@ -121,4 +121,10 @@ tb_stop "$pid" || rc=$?
 tb_eq "run stops cleanly" 0 "$rc"
 tb_eq "the summary counts the dead letter" 1 "$(tb_summary_sum dlq_unresolved "$TB_DIR/run.log")"
 tb_eq "u2's offset is committed" "0 1" "$(tb_committed)"
+
+# replay --apply refuses a handler in external mode, saying what to do.
+rc=0
+"$DEDUPD" replay -c "$TB_CONF" --from earliest --apply >"$TB_DIR/replay.out" 2>&1 || rc=$?
+tb_eq "replay --apply refuses it (exit 1)" 1 "$rc"
+tb_check "and says why" grep -q 'replay --apply does not run handlers in external mode' "$TB_DIR/replay.out"
 tb_done
