@@ -22,3 +22,11 @@ GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';
 GRANT SELECT, INSERT ON `payments`.`ledger_entry` TO 'dedupd'@'%';
 GRANT SELECT, INSERT, UPDATE ON `payments`.`merchant_balance` TO 'dedupd'@'%';
 GRANT SELECT, INSERT, UPDATE ON `payments`.`payment_order` TO 'dedupd'@'%';
+
+-- [notify] the example handler in external mode (examples/notify/notify.c):
+-- its finish() writes notify_log in dedupd's transaction, as the runtime
+-- user; its own connection to the notification store (notify_outbox,
+-- notify_fence) logs in as handler.config's user, here the same one.
+GRANT INSERT ON `payments`.`notify_log` TO 'dedupd'@'%';
+GRANT SELECT, INSERT, UPDATE ON `payments`.`notify_outbox` TO 'dedupd'@'%';
+GRANT SELECT, INSERT, UPDATE ON `payments`.`notify_fence` TO 'dedupd'@'%';

@@ -55,4 +55,6 @@ extern const dd_cmd_t dd_cmd_stats;        /* dd_tablestats.c */
 extern const dd_cmd_t dd_cmd_mock;         /* dd_mock.c */
 extern const dd_cmd_t dd_cmd_handler_test; /* dd_htest.c */
 
+extern const dd_cmd_t dd_cmd_reconcile; /* dd_reconcile.c: external mode */
+
 #endif /* DD_CMD_H */

@@ -117,6 +117,13 @@ typedef struct dd_conf_s {
         int batch;
     } purge;
 
+    struct {
+        int lease_ms;             /* how long a claim holds a key without renewal */
+        int64_t scan_interval_ms; /* the compensation scan of run; 0: off */
+        int64_t scan_after_ms;    /* past its lease this long, a row's message is taken as gone */
+        int unknown_attempts;     /* reconcile UNKNOWN answers before `unresolved`; 0: unlimited */
+    } external;
+
     config_t *lc; /* libconfig tree, kept alive for handler.config */
 
     /* What the load found allowed but probably wrong ("FILE:LINE: setting

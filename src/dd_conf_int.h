@@ -39,7 +39,7 @@ typedef enum {
 #define DD_MS_HOUR (60 * DD_MS_MIN)
 #define DD_MS_DAY (24 * DD_MS_HOUR)
 
-#define DD_CONF_MAX_ITEMS 64
+#define DD_CONF_MAX_ITEMS 96
 #define DD_CONF_SECRET_MAX 4096 /* longest password file accepted */
 
 /* Where the current value of one setting came from. DD_ORIGIN_ENV_UNSET:

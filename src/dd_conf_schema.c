@@ -225,6 +225,28 @@ const dd_conf_item_t dd_conf_items[] = {
      .desc = "Time between purge runs (whole seconds); \"0\" disables the background purge."},
     {.path = "purge.batch", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
      DD_AT(purge.batch), .desc = "Rows deleted per purge statement."},
+
+    DD_GROUP("external", "Handlers in external mode: claims with a lease, takeover and the "
+                         "compensation scan (docs/GUARANTEES.md, \"External effects\"). Unused "
+                         "by handlers in local mode."),
+    {.path = "external.lease", .type = DD_CT_DURATION, .def = "30s", .min = DD_MS_SEC,
+     .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(external.lease_ms),
+     .desc = "How long a claim holds its key without being renewed, on the database's clock. "
+             "The worker renews it every third of this while the handler's act() runs; a claim "
+             "not renewed in time may be taken over by another consumer."},
+    {.path = "external.scan_interval", .type = DD_CT_DURATION, .def = "1m", .min = 0,
+     .max = DD_MS_DAY, .unit_ms = 1, DD_AT(external.scan_interval_ms),
+     .desc = "Time between two compensation scans of dedupd run (the stuck-row gauges are "
+             "refreshed by them); \"0\" turns the scan off."},
+    {.path = "external.scan_after", .type = DD_CT_DURATION, .def = "5m", .min = 0,
+     .max = 30 * DD_MS_DAY, .unit_ms = 1, DD_AT(external.scan_after_ms),
+     .desc = "How long past its lease a processing row must be before the scan (and dedupd "
+             "reconcile) resolves it, taking its message to be gone. Until then a redelivered "
+             "message takes it over, which can act again; the scan cannot."},
+    {.path = "external.unknown_attempts", .type = DD_CT_INT, .def = "10", .min = 0,
+     .max = 1000000, DD_AT(external.unknown_attempts),
+     .desc = "After a takeover, how many times reconcile() may answer UNKNOWN before the "
+             "message is dead-lettered unresolved and its key recorded failed; 0: ask forever."},
 };
 /* clang-format on */
 

@@ -60,6 +60,11 @@ struct dd_handler_s {
     dedupd_status (*handle_conn)(void *, void *, MYSQL *, const dedupd_msg *, dedupd_result *);
     dedupd_status (*handle_batch_conn)(void *, void *, MYSQL *, const dedupd_msg *const *, size_t,
                                        dedupd_result *);
+    /* external mode, from descriptors of ABI >= 4 (else local, all NULL) */
+    int mode;
+    dedupd_status (*act)(void *, const dedupd_msg *, dedupd_result *);
+    dedupd_status (*finish)(void *, MYSQL *, const dedupd_msg *, dedupd_result *);
+    dedupd_outcome (*reconcile)(void *, const char *, int64_t, dedupd_result *);
 };
 
 /* The message the calling thread's handle() is applying, for host->log. */
@@ -73,6 +78,34 @@ static const char *dd_handler_dlerror(void)
     const char *e = dlerror();
 
     return e ? e : "unknown dynamic loader error";
+}
+
+/* The fields of ABI version 4: the mode, and what each mode needs (local:
+ * handle; external: act). */
+static int dd_handler_check_v4(dd_handler_t *h, char *errstr, size_t errstr_size)
+{
+    const dedupd_handler *d = h->desc;
+
+    if (d->mode != DEDUPD_MODE_LOCAL && d->mode != DEDUPD_MODE_EXTERNAL) {
+        dd_errstr_set(errstr, errstr_size,
+                      "handler %s: descriptor has mode %d, this dedupd knows %d (local) and "
+                      "%d (external)",
+                      h->path, d->mode, DEDUPD_MODE_LOCAL, DEDUPD_MODE_EXTERNAL);
+        return DD_ERR_FATAL;
+    }
+    h->mode = d->mode;
+    h->act = d->act;
+    h->finish = d->finish;
+    h->reconcile = d->reconcile;
+    if (!d->name || (h->mode == DEDUPD_MODE_LOCAL && !d->handle && !h->handle_conn) ||
+        (h->mode == DEDUPD_MODE_EXTERNAL && !d->act)) {
+        dd_errstr_set(errstr, errstr_size, "handler %s: descriptor has no %s", h->path,
+                      !d->name                          ? "name"
+                      : h->mode == DEDUPD_MODE_EXTERNAL ? "act function (external mode)"
+                                                        : "handle function");
+        return DD_ERR_FATAL;
+    }
+    return 0;
 }
 
 /* Looks up the entry point and checks the descriptor it returns. */
@@ -118,6 +151,7 @@ static int dd_handler_check(dd_handler_t *h, char *errstr, size_t errstr_size)
         h->handle_conn = h->desc->handle_conn;
         h->handle_batch_conn = h->desc->handle_batch_conn;
     }
+    if (h->desc->abi_version >= 4) return dd_handler_check_v4(h, errstr, errstr_size);
     if (!h->desc->name || (!h->desc->handle && !h->handle_conn)) {
         dd_errstr_set(errstr, errstr_size, "handler %s: descriptor has no %s", h->path,
                       !h->desc->name ? "name" : "handle function (handle or handle_conn)");
@@ -386,6 +420,96 @@ dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, void *conn_sta
     }
     if (broken_txn) *broken_txn = !dd_handler_txn_open(db);
     return st;
+}
+
+/* ---- external mode (see dd_handler.h) ---- */
+
+int dd_handler_mode(const dd_handler_t *h)
+{
+    return h->mode;
+}
+
+int dd_handler_has_finish(const dd_handler_t *h)
+{
+    return h->finish != NULL;
+}
+
+int dd_handler_has_reconcile(const dd_handler_t *h)
+{
+    return h->reconcile != NULL;
+}
+
+/* An effect that happened cannot be rejected for its snapshot: a response
+ * over the bound is dropped, and res->error says so for the log. */
+static void dd_handler_drop_long(const dd_handler_t *h, dedupd_result *res)
+{
+    if (!dd_handler_response_too_long(h, res)) return;
+    free(res->response);
+    res->response = NULL;
+}
+
+/* A status out of range is the handler's bug: REJECT with an error. */
+static dedupd_status dd_handler_status(const dd_handler_t *h, const char *fn, int raw,
+                                       dedupd_result *res)
+{
+    res->error[sizeof(res->error) - 1] = '\0';
+    if (raw == DEDUPD_OK || raw == DEDUPD_RETRY || raw == DEDUPD_REJECT) return (dedupd_status)raw;
+    free(res->response);
+    res->response = NULL;
+    snprintf(res->error, sizeof(res->error), "handler %s returned invalid status %d from %s",
+             h->desc->name, raw, fn);
+    return DEDUPD_REJECT;
+}
+
+dedupd_status dd_handler_act(dd_handler_t *h, const dedupd_msg *msg, dedupd_result *res)
+{
+    dedupd_status st;
+
+    memset(res, 0, sizeof(*res));
+    st = dd_handler_status(h, "act", (int)h->act(h->state, msg, res), res);
+    if (st == DEDUPD_OK) {
+        dd_handler_drop_long(h, res);
+    } else {
+        free(res->response); /* only an OK has a snapshot */
+        res->response = NULL;
+    }
+    return st;
+}
+
+dedupd_status dd_handler_finish(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
+                                dedupd_result *res, int *broken_txn)
+{
+    dedupd_status st = DEDUPD_OK;
+
+    res->error[0] = '\0';
+    if (h->finish) {
+        st = dd_handler_status(h, "finish", (int)h->finish(h->state, db, msg, res), res);
+        if (st == DEDUPD_OK) dd_handler_drop_long(h, res);
+    }
+    if (broken_txn) *broken_txn = h->finish && !dd_handler_txn_open(db);
+    return st;
+}
+
+dedupd_outcome dd_handler_reconcile(dd_handler_t *h, const char *biz_key, int64_t fence,
+                                    dedupd_result *res)
+{
+    int raw;
+
+    memset(res, 0, sizeof(*res));
+    raw = (int)h->reconcile(h->state, biz_key, fence, res);
+    res->error[sizeof(res->error) - 1] = '\0';
+    if (raw == DEDUPD_DONE) {
+        dd_handler_drop_long(h, res);
+        return DEDUPD_DONE;
+    }
+    free(res->response);
+    res->response = NULL;
+    if (raw == DEDUPD_NOT_DONE || raw == DEDUPD_UNKNOWN) return (dedupd_outcome)raw;
+    snprintf(res->error, sizeof(res->error),
+             "handler %s returned invalid outcome %d from "
+             "reconcile",
+             h->desc->name, raw);
+    return DEDUPD_UNKNOWN;
 }
 
 /* ---- the transaction guard (see dd_handler.h) ---- */

@@ -67,6 +67,30 @@ int dd_handler_has_batch(const dd_handler_t *h);
 dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, void *conn_state,
                                       const dedupd_msg *const *msgs, size_t n, dedupd_result *res,
                                       int *broken_txn);
+/* External mode (ABI version >= 4; include/dedupd/handler.h). */
+/* DEDUPD_MODE_LOCAL or DEDUPD_MODE_EXTERNAL (descriptors before ABI 4 are
+ * local). */
+int dd_handler_mode(const dd_handler_t *h);
+int dd_handler_has_finish(const dd_handler_t *h);
+int dd_handler_has_reconcile(const dd_handler_t *h);
+/* Calls act() with res zeroed first. An out-of-range status is turned into
+ * DEDUPD_REJECT with an error; only an OK keeps res->response. The effect
+ * of an OK cannot be undone, so a response over the bound is dropped
+ * (NULL), with res->error saying so for the caller's log. */
+dedupd_status dd_handler_act(dd_handler_t *h, const dedupd_msg *msg, dedupd_result *res);
+/* Calls the optional finish() inside the open transaction on db, with res
+ * holding act()'s result (its error is cleared first); without finish()
+ * this is DEDUPD_OK. Statuses and responses as dd_handler_act();
+ * *broken_txn as for dd_handler_handle(). */
+dedupd_status dd_handler_finish(dd_handler_t *h, MYSQL *db, const dedupd_msg *msg,
+                                dedupd_result *res, int *broken_txn);
+/* Calls reconcile() (the caller checked dd_handler_has_reconcile) with res
+ * zeroed first. res->response is kept only with DEDUPD_DONE (dropped when
+ * over the bound); an outcome out of range is DEDUPD_UNKNOWN with an
+ * error. */
+dedupd_outcome dd_handler_reconcile(dd_handler_t *h, const char *biz_key, int64_t fence,
+                                    dedupd_result *res);
+
 /* The transaction guard. A handler that ends the transaction and opens a
  * new one (COMMIT; BEGIN, or a statement that commits implicitly) leaves
  * the in-transaction flag set, so dd_handler_handle() cannot see it. So

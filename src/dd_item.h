@@ -23,6 +23,7 @@
  * only points at them. */
 typedef struct dd_claim_s dd_claim_t;
 typedef struct dd_ptrack_s dd_ptrack_t;
+typedef struct dd_lease_hold_s dd_lease_hold_t;
 
 typedef enum {
     DD_OUT_NONE = 0,
@@ -70,6 +71,16 @@ typedef struct dd_item_s {
     unsigned char conflict_hash[DD_HASH_LEN];
     char conflict_created[32], conflict_updated[32]; /* the stored row's times */
     char conflict_first[160]; /* the earlier copy: "topic [partition] @offset" */
+
+    /* external mode (the lanes' dd_lane_ext.c): where the message is in the
+     * protocol, the claim it holds and what it waits for */
+    int ext_step;          /* the next step: claim, reconcile, act, finish */
+    int64_t fence;         /* the token of the claim it holds, 0: none */
+    dd_lease_hold_t *hold; /* that claim's lease, renewed while held */
+    int64_t due_ms;        /* waiting (dd_now_ms) until then */
+    int ext_waits;         /* times it found its key in progress under another claim */
+    int unknowns;          /* reconcile() answered UNKNOWN */
+    int db_errors;         /* retriable database errors in a row */
 } dd_item_t;
 
 /* A zeroed item, or NULL when out of memory. */

@@ -47,7 +47,8 @@ static void dd_lane_deadline(struct timespec *ts, int ms)
 }
 
 /* Takes up to max_messages items, waiting up to max_wait_ms after the first
- * one for the batch to fill. Returns 0 when the lane should exit. */
+ * one for the batch to fill. Returns 0 when the lane should exit, or when
+ * none came and a waiting message's time came (external mode). */
 static size_t dd_lane_collect(dd_lane_t *lane)
 {
     const dd_conf_t *conf = lane->group->conf;
@@ -69,7 +70,8 @@ static size_t dd_lane_collect(dd_lane_t *lane)
         if (n > 0 &&
             (waited || conf->batch.max_wait_ms == 0 || atomic_load(&lane->group->stop_soft)))
             break;
-        if (n == 0 && atomic_load(&lane->group->stop_soft)) break;
+        if (n == 0 && dd_lane_ext_due(lane)) break; /* a waiting message's turn */
+        if (n == 0 && atomic_load(&lane->group->stop_soft) && !lane->parked) break;
         /* The fill deadline is set once, at the first item: every push
          * signals the lane, and ending the wait at the next push would cut
          * batches down to the arrival rate of single messages. */
@@ -119,7 +121,7 @@ static void dd_lane_conn_close(dd_lane_t *lane)
 
 /* ---- retries ---- */
 
-static int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
+int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
 {
     const dd_conf_t *conf = lane->group->conf;
     int64_t ms = conf->retry.backoff_initial_ms;
@@ -166,7 +168,7 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
 
 /* Puts unfinished items back at the head of the queue (shutdown timeout or
  * fatal error), so dd_lanes_stop() hands them to the consumer's thread. */
-static void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
+void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n)
 {
     if (n == 0) return;
     pthread_mutex_lock(&lane->mu);
@@ -268,11 +270,16 @@ static void *dd_lane_main(void *arg)
     dd_lane_t *lane = arg;
     size_t n;
 
-    while (!atomic_load(&lane->group->fatal) && !atomic_load(&lane->group->stop_hard) &&
-           (n = dd_lane_collect(lane)) > 0) {
-        dd_lane_process(lane, lane->batch, n);
+    while (!atomic_load(&lane->group->fatal) && !atomic_load(&lane->group->stop_hard)) {
+        n = dd_lane_collect(lane);
+        if (n == 0 && !lane->parked) break;
+        if (lane->group->lease)
+            dd_lane_ext_process(lane, lane->batch, n);
+        else
+            dd_lane_process(lane, lane->batch, n);
         dd_lane_set_state(lane, DD_LANE_IDLE);
     }
+    dd_lane_ext_unpark(lane);
     return NULL;
 }
 

@@ -170,8 +170,12 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
     snprintf(lanes->owner, sizeof(lanes->owner), "%s%s%s", instance, role ? " " : "",
              role ? role : "");
     dd_claim_opts_init(&lanes->copts, conf, lanes->owner);
-    rc = dd_hash_spec_new(&lanes->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
-                          errstr_size);
+    dd_external_opts_init(&lanes->xopts, conf, lanes->owner);
+    if (dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL)
+        rc = dd_lease_new(&lanes->lease, conf, &lanes->xopts, errstr, errstr_size);
+    if (!rc)
+        rc = dd_hash_spec_new(&lanes->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
+                              errstr_size);
     for (int i = 0; !rc && i < lanes->n; i++)
         rc = dd_lane_new(&lanes->lane[i], lanes, i, errstr, errstr_size);
     if (rc) {
@@ -184,7 +188,7 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
 
 int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
 {
-    int rc = DD_OK;
+    int rc = lanes->lease ? dd_lease_start(lanes->lease, errstr, errstr_size) : DD_OK;
 
     for (int i = 0; !rc && i < lanes->n; i++)
         rc = dd_lane_start(lanes->lane[i], errstr, errstr_size);
@@ -220,6 +224,7 @@ void dd_lanes_stop(dd_lanes_t *lanes, dd_item_t **leftover)
         tail->next = *leftover;
         *leftover = list;
     }
+    dd_lease_stop(lanes->lease); /* the lanes gave their claims up */
 }
 
 void dd_lanes_destroy(dd_lanes_t *lanes)
@@ -230,6 +235,7 @@ void dd_lanes_destroy(dd_lanes_t *lanes)
         dd_lane_destroy(lanes->lane[i]);
     dd_item_list_destroy(lanes->done_head, NULL);
     dd_hash_spec_destroy(lanes->hspec);
+    dd_lease_destroy(lanes->lease);
     pthread_mutex_destroy(&lanes->mu);
     pthread_cond_destroy(&lanes->cv);
     free(lanes->lane);

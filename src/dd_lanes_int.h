@@ -1,7 +1,8 @@
 /*
- * Inside the lane group (see dd_lanes.h), shared by its three files only:
+ * Inside the lane group (see dd_lanes.h), shared by its files only:
  * dd_lanes.c (the group), dd_lane.c (one lane's thread: queue, batches,
- * retries) and dd_lane_txn.c (one batch's transaction).
+ * retries), dd_lane_txn.c (one batch's transaction) and dd_lane_ext.c (the
+ * protocol of a handler in external mode).
  */
 #ifndef DD_LANES_INT_H
 #define DD_LANES_INT_H
@@ -13,8 +14,10 @@
 #include "dd_buf.h"
 #include "dd_claim.h"
 #include "dd_db.h"
+#include "dd_external.h"
 #include "dd_hash.h"
 #include "dd_lanes.h"
+#include "dd_lease.h"
 
 typedef struct dd_lane_s dd_lane_t;
 
@@ -24,6 +27,10 @@ struct dd_lanes_s {
     dd_hash_spec_t *hspec; /* the lanes hash what the consumer could not */
     dd_claim_opts_t copts;
     char owner[128];
+    /* a handler in external mode (dd_lane_ext.c): its options and the
+     * renewer of the lanes' claims; lease NULL in local mode */
+    dd_external_opts_t xopts;
+    dd_lease_t *lease;
     dd_lane_t **lane;
     int n;
 
@@ -96,6 +103,9 @@ struct dd_lane_s {
     /* the Kafka headers of the messages handed to the handler */
     dedupd_header *hdrs;
     size_t hdr_cap;
+    /* external mode: messages waiting for their turn, earliest due first */
+    dd_item_t *parked;
+    int reconnect; /* a database error: check the connection before the next step */
 };
 
 /* dd_lane.c: one lane */
@@ -110,6 +120,21 @@ dd_item_t *dd_lane_unqueue(dd_lane_t *lane);
 void dd_lane_destroy(dd_lane_t *lane);
 /* The lane's thread says what it does now (any other thread may read it). */
 void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state);
+
+/* Backoff before attempt number `attempt` (retry.*, with jitter). */
+int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt);
+/* Puts items[0..n) back at the head of the lane's queue, in order. */
+void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n);
+
+/* dd_lane_ext.c: a handler in external mode, message by message */
+/* Runs the waiting messages whose time came, then items[0..n). */
+void dd_lane_ext_process(dd_lane_t *lane, dd_item_t **items, size_t n);
+/* 1 when a waiting message's time came (lane thread only). */
+int dd_lane_ext_due(const dd_lane_t *lane);
+/* The lane ends: gives up the claims of its waiting messages (their lease
+ * ends now, so a restart need not wait for it) and queues the messages for
+ * dd_lanes_stop() to hand back. */
+void dd_lane_ext_unpark(dd_lane_t *lane);
 
 /* dd_lanes.c: what a lane reports to its group */
 void dd_lanes_post(dd_lanes_t *lanes, dd_item_t **items, size_t n, const dd_stats_t *delta);

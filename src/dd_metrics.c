@@ -99,6 +99,27 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
         fprintf(f, "dedupd_dead_letters_total{reason=\"%s\"} %llu\n", dd_reason2str((dd_reason_t)i),
                 (unsigned long long)s->dead_letters[i]);
 
+    dd_metrics_counter(f, "dedupd_external_waits_total",
+                       "External mode: times a message found its key in progress under another "
+                       "claim and waited.",
+                       s->ext_waits);
+    dd_metrics_counter(f, "dedupd_external_takeovers_total",
+                       "External mode: claims taken over after their lease ran out (or failed "
+                       "keys claimed again).",
+                       s->ext_takeovers);
+    dd_metrics_head(f, "dedupd_external_reconcile_total", "counter",
+                    "External mode: reconcile() answers after takeovers, by answer.");
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "dedupd_external_reconcile_total{answer=\"%s\"} %llu\n",
+                i == 0   ? "done"
+                : i == 1 ? "not_done"
+                         : "unknown",
+                (unsigned long long)s->ext_reconciled[i]);
+    dd_metrics_counter(f, "dedupd_external_lost_claims_total",
+                       "External mode: claims lost (taken over, or not renewed in time) before "
+                       "their finish; the worker finished nothing.",
+                       s->ext_stale);
+
     dd_metrics_head(f, "dedupd_db_errors_total", "counter",
                     "Database errors by class: retriable (batch replayed) or fatal (shutdown).");
     fprintf(f, "dedupd_db_errors_total{class=\"retriable\"} %llu\n",
@@ -131,6 +152,16 @@ static void dd_metrics_gauges(FILE *f, const dd_stats_t *s, const dd_lag_t *lags
     dd_metrics_gauge(f, "dedupd_assigned_partitions", "Partitions assigned to this consumer.",
                      s->assigned);
     dd_metrics_gauge(f, "dedupd_running", "1 while the consumer loop runs.", s->running);
+    if (s->processing_stuck >= 0) {
+        dd_metrics_gauge(f, "dedupd_processing_stuck",
+                         "External mode: dedup rows in processing past their lease, as the last "
+                         "compensation scan counted them.",
+                         (long long)s->processing_stuck);
+        dd_metrics_seconds(f, "dedupd_processing_oldest_seconds", "gauge",
+                           "External mode: how long ago the lease of the oldest stuck row ran "
+                           "out (0: none), as the last compensation scan found it.",
+                           3, s->processing_oldest_s);
+    }
 
     dd_metrics_head(f, "dedupd_consumer_lag", "gauge",
                     "High watermark minus the next offset to finish, per assigned partition "

@@ -1,7 +1,8 @@
 /*
  * Applies the embedded sql/ files in version order. DDL commits implicitly in
  * MySQL, so each file is written to be safe to run again (IF NOT EXISTS), and
- * the version is recorded after the file ran. A named lock keeps two workers
+ * the version is recorded after the file ran (a column or index it finds
+ * there already counts as done). A named lock keeps two workers
  * starting at once from migrating the same table concurrently. Then the key
  * format is recorded on the table if it has none (see dd_migrate.h).
  */
@@ -100,6 +101,12 @@ static int dd_migrate_apply(MYSQL *db, const dd_migration_t *m, const char *tabl
         }
         if (empty) continue;
         rc = dd_db_exec_raw(db, stmt, err, sizeof(err));
+        /* A column or an index that is there already: the file ran before,
+         * and the version was not recorded (ALTER TABLE commits at once). */
+        if (rc && (mysql_errno(db) == ER_DUP_FIELDNAME || mysql_errno(db) == ER_DUP_KEYNAME)) {
+            dd_log(DD_LOG_INFO, "Migration %s on table %s: %s; already done.", m->name, table, err);
+            rc = DD_OK;
+        }
         if (rc) {
             dd_errstr_set(errstr, errstr_size, "migration %s on table %s failed: %s", m->name,
                           table, err);
@@ -235,4 +242,32 @@ int dd_migrate_run(MYSQL *db, const char *table, char *errstr, size_t errstr_siz
     if (rc == DD_OK) rc = dd_migrate_record_key_format(db, table, errstr, errstr_size);
     dd_db_exec_raw(db, "DO RELEASE_LOCK('dedupd_migrate')", NULL, 0);
     return rc;
+}
+
+/*
+ * The index of processing rows
+ */
+
+#define DD_MIGRATE_PROCESSING_INDEX "ix_processing"
+
+int dd_migrate_processing_index(MYSQL *db, const char *table, int create, int *exists, char *errstr,
+                                size_t errstr_size)
+{
+    char sql[400];
+    int rc;
+
+    snprintf(sql, sizeof(sql),
+             "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
+             " AND TABLE_NAME = '%s' AND INDEX_NAME = '" DD_MIGRATE_PROCESSING_INDEX "'",
+             table);
+    if ((rc = dd_migrate_has_rows(db, sql, exists, errstr, errstr_size)) || *exists || !create)
+        return rc;
+    snprintf(sql, sizeof(sql),
+             "ALTER TABLE `%s` ADD INDEX " DD_MIGRATE_PROCESSING_INDEX " (status, lease_until)",
+             table);
+    if ((rc = dd_db_exec_raw(db, sql, errstr, errstr_size))) return rc;
+    dd_log(DD_LOG_INFO, "Created the index %s of processing rows on table %s (external mode).",
+           DD_MIGRATE_PROCESSING_INDEX, table);
+    *exists = 1;
+    return DD_OK;
 }

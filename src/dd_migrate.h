@@ -46,4 +46,13 @@ int dd_migrate_key_format(MYSQL *db, const char *table, int *format, char *errst
  * (or the database error) with errstr saying what to do. */
 int dd_migrate_check_key_format(MYSQL *db, const char *table, char *errstr, size_t errstr_size);
 
+/* The index (status, lease_until) that the compensation scan of external
+ * mode finds stuck processing rows by. It is not part of the numbered
+ * files: a table of a handler in local mode never holds such rows for
+ * long, and would only pay for the index on every write. `dedupd migrate`
+ * creates it when the handler is in external mode (create = 1); *exists
+ * says whether it is there (afterwards). Returns 0 or a negative dd_err_t. */
+int dd_migrate_processing_index(MYSQL *db, const char *table, int create, int *exists, char *errstr,
+                                size_t errstr_size);
+
 #endif /* DD_MIGRATE_H */

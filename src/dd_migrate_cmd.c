@@ -1,5 +1,6 @@
 /*
- * `dedupd migrate`: creates or upgrades the dedup table (dd_migrate), then
+ * `dedupd migrate`: creates or upgrades the dedup table (dd_migrate), with
+ * the index of processing rows when the handler is in external mode, then
  * lets the handler create or upgrade its own tables (its migrate()).
  */
 #include <stdio.h>
@@ -17,7 +18,7 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
     dd_handler_t *h = NULL;
     dd_db_t *db = NULL;
     char err[1024];
-    int rc, version = 0;
+    int rc, version = 0, index = 0;
 
     (void)opts;
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
@@ -25,6 +26,9 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
     if (!rc) rc = dd_migrate_run(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
     if (!rc)
         rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err, sizeof(err));
+    if (!rc && dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL)
+        rc = dd_migrate_processing_index(dd_db_mysql(db), conf->dedup.table, 1, &index, err,
+                                         sizeof(err));
     if (!rc) rc = dd_handler_migrate(h, dd_db_mysql(db), err, sizeof(err));
     if (rc)
         dd_log(DD_LOG_ERROR, "dedupd migrate: %s", err);
@@ -43,8 +47,9 @@ const dd_cmd_t dd_cmd_migrate = {
     .help = "usage: dedupd migrate -c FILE\n"
             "\n"
             "Creates or upgrades the dedup table (dedup.table) and records its key\n"
-            "format, then calls the handler's migrate() for its own tables. Safe to run\n"
-            "again, and from several instances at once.\n"
+            "format (for a handler in external mode also the index of processing rows),\n"
+            "then calls the handler's migrate() for its own tables. Safe to run again,\n"
+            "and from several instances at once.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"

@@ -524,6 +524,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
         return DD_ERR_NOMEM;
     }
     pl->conf = conf;
+    pl->stats.processing_stuck = -1; /* unknown until a compensation scan counts */
     pthread_mutex_init(&pl->mu, NULL);
     rc = dd_lanes_new(&pl->lanes, conf, h, conf->workers, NULL, errstr, errstr_size);
     if (!rc) rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
@@ -551,6 +552,14 @@ void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
     *out = pl->stats;
     pthread_mutex_unlock(&pl->mu);
     dd_lanes_stats(pl->lanes, out);
+}
+
+void dd_pipeline_set_processing(dd_pipeline_t *pl, int64_t stuck, double oldest_s)
+{
+    pthread_mutex_lock(&pl->mu);
+    pl->stats.processing_stuck = stuck;
+    pl->stats.processing_oldest_s = oldest_s;
+    pthread_mutex_unlock(&pl->mu);
 }
 
 size_t dd_pipeline_lag(dd_pipeline_t *pl, dd_lag_t *out, size_t max)

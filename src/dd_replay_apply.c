@@ -19,6 +19,15 @@ int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size)
     int rc;
 
     rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
+    if (!rc && dd_handler_mode(rp->h) == DEDUPD_MODE_EXTERNAL) {
+        /* Its report has no verdict for a key in progress under a live claim. */
+        dd_errstr_set(errstr, errstr_size,
+                      "replay --apply does not run handlers in external mode (%s): replay "
+                      "without --apply reports the missing keys; produce their messages again "
+                      "for dedupd run, and settle keys left processing with dedupd reconcile",
+                      dd_handler_name(rp->h));
+        rc = DD_ERR_CONFIG;
+    }
     if (!rc) rc = dd_lanes_new(&rp->lanes, conf, rp->h, 1, "replay", errstr, errstr_size);
     if (!rc) rc = dd_lanes_start(rp->lanes, errstr, errstr_size);
     return rc;

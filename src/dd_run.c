@@ -2,7 +2,8 @@
  * `dedupd run`: the consumer, with what runs beside it. Validates the
  * configuration as `dedupd check` does, makes sure the dedup table holds
  * keys of this dedupd's format, then runs the pipeline with the HTTP
- * endpoint and the background purge until SIGTERM/SIGINT (or, with
+ * endpoint, the background purge and, for a handler in external mode, the
+ * compensation scan until SIGTERM/SIGINT (or, with
  * --exit-at-end, until every assigned partition is applied and committed),
  * and prints a summary line on stdout.
  */
@@ -23,6 +24,7 @@
 #include "dd_migrate.h"
 #include "dd_pipeline.h"
 #include "dd_purge.h"
+#include "dd_reconcile.h"
 #include "dd_validate.h"
 
 #ifndef DEDUPD_VERSION
@@ -86,15 +88,23 @@ static void dd_run_summary(dd_pipeline_t *pl)
     fflush(stdout);
 }
 
-/* The dedup table must hold keys of the format this dedupd renders. */
-static int dd_run_check_table(const dd_conf_t *conf, char *errstr, size_t errstr_size)
+/* The dedup table must hold keys of the format this dedupd renders (and,
+ * for a handler in external mode, have the fence column). */
+static int dd_run_check_table(const dd_conf_t *conf, int external, char *errstr, size_t errstr_size)
 {
     dd_db_t *db = NULL;
-    int rc = dd_db_new(&db, conf, errstr, errstr_size);
+    int rc = dd_db_new(&db, conf, errstr, errstr_size), index = 0;
 
     if (!rc)
         rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
     if (!rc) rc = dd_grants_check(db, conf, dd_grants_run_needs(conf), errstr, errstr_size);
+    if (!rc && external) rc = dd_reconcile_check_table(db, conf, &index, errstr, errstr_size);
+    if (!rc && external && !index)
+        dd_log(DD_LOG_WARN,
+               "Dedup table %s has no index of processing rows, so the compensation scan "
+               "reads the whole table: run `dedupd migrate` with this configuration to "
+               "create it.",
+               conf->dedup.table);
     dd_db_destroy(db);
     return rc;
 }
@@ -107,6 +117,12 @@ static void dd_run_report(void *opaque, dd_validate_level_t level, const char *w
 
     (void)opaque;
     dd_log(levels[level], "%s: %s", what, text);
+}
+
+/* The compensation scan's gauges go with the pipeline's stats. */
+static void dd_run_publish_stuck(void *opaque, int64_t stuck, double oldest_s)
+{
+    dd_pipeline_set_processing(opaque, stuck, oldest_s);
 }
 
 /* The first line: what is starting, with what. */
@@ -147,6 +163,7 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     dd_pipeline_t *pl = NULL;
     dd_http_t *http = NULL;
     dd_purge_t *purge = NULL;
+    dd_reconcile_t *scan = NULL;
     dd_stats_t end = {0};
     char err[1024];
     int rc;
@@ -156,18 +173,23 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     rc = dd_validate_conf(conf, &h, dd_run_report, NULL, err, sizeof(err));
     if (!rc)
         dd_log(DD_LOG_INFO, "Handler %s loaded from %s.", dd_handler_name(h), dd_handler_path(h));
-    if (!rc) rc = dd_run_check_table(conf, err, sizeof(err));
+    if (!rc)
+        rc = dd_run_check_table(conf, dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL, err, sizeof(err));
     if (!rc) rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
     if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
     if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
     if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
     if (!rc) rc = dd_purge_start(purge, err, sizeof(err));
+    if (!rc && dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL)
+        rc = dd_reconcile_new(&scan, conf, h, dd_run_publish_stuck, pl, err, sizeof(err));
+    if (!rc && scan) rc = dd_reconcile_start(scan, err, sizeof(err));
     if (!rc) {
         rc = dd_pipeline_run(pl, o->exit_at_end, &dd_stop_requested, err, sizeof(err));
         dd_run_summary(pl);
         dd_pipeline_stats(pl, &end);
     }
     if (rc) dd_log(DD_LOG_ERROR, "Stopping: %s", err);
+    dd_reconcile_destroy(scan);
     dd_purge_destroy(purge);
     dd_http_destroy(http);
     dd_pipeline_destroy(pl);

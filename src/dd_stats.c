@@ -7,8 +7,8 @@ const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1] = {0.001, 0.0025, 0.005
                                                             0.1,   0.25,   0.5,   1,    2.5};
 
 static const char *const dd_reason_names[DD_REASON_CNT] = {
-    "bad_json", "key_missing", "key_too_long",     "payload_too_large",
-    "conflict", "rejected",    "retries_exhausted"};
+    "bad_json", "key_missing", "key_too_long",      "payload_too_large",
+    "conflict", "rejected",    "retries_exhausted", "unresolved"};
 
 const char *dd_reason2str(dd_reason_t reason)
 {
@@ -30,6 +30,11 @@ void dd_stats_add(dd_stats_t *to, const dd_stats_t *from)
     to->claim_races += from->claim_races;
     for (int i = 0; i < DD_REASON_CNT; i++)
         to->dead_letters[i] += from->dead_letters[i];
+    to->ext_waits += from->ext_waits;
+    to->ext_takeovers += from->ext_takeovers;
+    for (int i = 0; i < 3; i++)
+        to->ext_reconciled[i] += from->ext_reconciled[i];
+    to->ext_stale += from->ext_stale;
     for (int i = 0; i < DD_BATCH_BUCKETS; i++)
         to->batch_buckets[i] += from->batch_buckets[i];
     to->batch_seconds_sum += from->batch_seconds_sum;

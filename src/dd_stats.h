@@ -24,6 +24,7 @@ typedef enum {
     DD_REASON_CONFLICT,
     DD_REASON_REJECTED,
     DD_REASON_RETRIES_EXHAUSTED,
+    DD_REASON_UNRESOLVED, /* external mode: reconcile() never knew */
     DD_REASON_CNT
 } dd_reason_t;
 
@@ -53,6 +54,12 @@ typedef struct {
     uint64_t claim_races;    /* a deferred claim lost to another consumer: batch replayed */
     uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
 
+    /* external mode */
+    uint64_t ext_waits;         /* a key in progress under another claim: the message waited */
+    uint64_t ext_takeovers;     /* claims taken over after their lease ran out */
+    uint64_t ext_reconciled[3]; /* reconcile() answers, by dedupd_outcome */
+    uint64_t ext_stale;         /* claims lost before finishing: nothing finished */
+
     /* committed batch durations (claim transaction, handler included) */
     uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
     double batch_seconds_sum;
@@ -73,6 +80,10 @@ typedef struct {
     int64_t last_loop_ms;   /* dd_now_ms() of the main loop's last turn */
     int64_t last_finish_ms; /* dd_now_ms() when a message last finished */
     int running;            /* 1 between start and shutdown */
+    /* external mode, from the compensation scan: processing rows past their
+     * lease, and how long the oldest is past it; -1 until a scan counted */
+    int64_t processing_stuck;
+    double processing_oldest_s;
 
     /* shutdown: messages given up unfinished (their offsets are not
      * committed, so they come again), and how many of them only waited

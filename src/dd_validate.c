@@ -167,8 +167,9 @@ int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hp, dd_validate_repor
     dd_validate_ttl(&v, conf);
     rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
     if (rc == DD_OK)
-        dd_validate_note(&v, DD_VALIDATE_OK, "handler", 0, "%s (%s), ABI version %d",
-                         dd_handler_name(h), conf->handler.path, DEDUPD_HANDLER_ABI_VERSION);
+        dd_validate_note(&v, DD_VALIDATE_OK, "handler", 0, "%s (%s), ABI version %d%s",
+                         dd_handler_name(h), conf->handler.path, DEDUPD_HANDLER_ABI_VERSION,
+                         dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL ? ", external mode" : "");
     else
         dd_validate_note(&v, DD_VALIDATE_FAIL, "handler", rc, "%s", err);
     if (v.rc) {

@@ -1,5 +1,5 @@
 /*
- * dedupd handler ABI, version 3.
+ * dedupd handler ABI, version 4.
  *
  * A handler is a shared object exporting one symbol, dedupd_handler_v1(),
  * which returns a static descriptor. dedupd calls handle() inside the open
@@ -90,15 +90,45 @@
  *    another call on the same connection;
  *  - a message carries its Kafka headers (dedupd_msg.headers).
  *
+ * External mode (since ABI version 4, mode = DEDUPD_MODE_EXTERNAL) is for
+ * handlers whose effect lies outside the database (a payment provider, an
+ * SMS gateway, another service), which no transaction can take in. dedupd
+ * then runs, for each message, a protocol of three steps instead of
+ * handle():
+ *  - claim: the key's row is written as processing, in a short transaction
+ *    of its own, with this worker as owner, a lease on the database's clock
+ *    and a fencing token (msg->fence) larger than any earlier claim's;
+ *  - act(): called outside any transaction and without a connection. It
+ *    does the effect and must pass msg->biz_key and msg->fence downstream
+ *    (the key as the idempotency key, the token so the downstream can
+ *    refuse a call from an older claim that is still in flight: dedupd
+ *    cannot interrupt a call once it is made). OK: done; RETRY: not done,
+ *    try again later (same token); REJECT: not done and never will be;
+ *  - finish: in one transaction, the optional finish() (local writes on
+ *    `db`, the rules of handle() apply) and the row marked applied with
+ *    the response, only if it still carries this claim's token. A claim
+ *    that was taken over in between finishes nothing.
+ * The lease is renewed while act() runs. A claim whose lease ran out may
+ * be taken over by another consumer with a larger token; before it acts
+ * again it asks reconcile() (optional) what the downstream knows of the
+ * key: DONE (res->response: the snapshot to keep; the effect is not
+ * repeated), NOT_DONE (act again) or UNKNOWN (ask again later). Without
+ * reconcile() a takeover acts again: the effect is then at least once.
+ * reconcile() is also what `dedupd reconcile` and the periodic scan ask
+ * about rows whose message is gone; finish() then gets a message with
+ * biz_key and fence only (payload and json NULL).
+ *
  * Compatibility: the symbol's name carries the layout's generation (v1);
  * within it, new fields are only ever appended to dedupd_handler,
  * dedupd_msg and dedupd_host, and DEDUPD_HANDLER_ABI_VERSION goes up with
  * each addition to the descriptor. dedupd loads descriptors from version 1
  * up to its own, and reads a field only when the descriptor's abi_version
- * says it has it (handle_batch: version >= 2; the rest: >= 3). A handler
- * built for a newer version than dedupd's is refused at load, as is one for
- * an unknown generation. dedupd_result never grows: handle_batch indexes
- * an array of them.
+ * says it has it (handle_batch: version >= 2; init_host, the connection
+ * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4).
+ * dedupd fills every dedupd_msg field for every handler (headers since 3,
+ * fence since 4). A handler built for a newer version than dedupd's is
+ * refused at load, as is one for an unknown generation. dedupd_result
+ * never grows: handle_batch indexes an array of them.
  */
 #ifndef DEDUPD_HANDLER_H
 #define DEDUPD_HANDLER_H
@@ -114,7 +144,7 @@
 extern "C" {
 #endif
 
-#define DEDUPD_HANDLER_ABI_VERSION 3
+#define DEDUPD_HANDLER_ABI_VERSION 4
 #define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
 #define DEDUPD_HOST_VERSION 1    /* fields of dedupd_host this header knows */
 
@@ -128,6 +158,19 @@ extern "C" {
 #endif
 
 typedef enum { DEDUPD_OK = 0, DEDUPD_RETRY = 1, DEDUPD_REJECT = 2 } dedupd_status;
+
+/* How dedupd applies a message (dedupd_handler.mode, ABI version >= 4). */
+typedef enum {
+    DEDUPD_MODE_LOCAL = 0,   /* handle() in the claim transaction (the default) */
+    DEDUPD_MODE_EXTERNAL = 1 /* claim, act() outside any transaction, finish */
+} dedupd_mode;
+
+/* What reconcile() found out about a key (ABI version >= 4). */
+typedef enum {
+    DEDUPD_DONE = 0,     /* the effect happened: keep res->response, do not act again */
+    DEDUPD_NOT_DONE = 1, /* it did not happen: act again */
+    DEDUPD_UNKNOWN = 2   /* the downstream cannot tell now: ask again later */
+} dedupd_outcome;
 
 /* Levels of host->log, as in dedupd's log.level. */
 typedef enum {
@@ -163,6 +206,11 @@ typedef struct dedupd_msg {
     /* ---- since ABI 3 (dedupd fills them for every handler) ---- */
     const dedupd_header *headers; /* header_cnt Kafka headers, in order; NULL when none */
     size_t header_cnt;
+    /* ---- since ABI 4 ---- */
+    /* external mode: the fencing token of this message's claim, larger than
+     * that of every earlier claim of the key; pass it downstream with
+     * biz_key. 0 in local mode. */
+    int64_t fence;
 } dedupd_msg;
 
 typedef struct dedupd_result {
@@ -216,6 +264,17 @@ typedef struct dedupd_handler {
     /* optional; called instead of handle_batch when set */
     dedupd_status (*handle_batch_conn)(void *state, void *conn_state, MYSQL *db,
                                        const dedupd_msg *const *msgs, size_t n, dedupd_result *res);
+    /* ---- abi_version >= 4 ---- */
+    int mode; /* dedupd_mode; DEDUPD_MODE_EXTERNAL needs act, handle is then unused */
+    /* external mode: the effect, outside any transaction (required) */
+    dedupd_status (*act)(void *state, const dedupd_msg *msg, dedupd_result *res);
+    /* external mode: local writes on db inside the transaction that marks the
+     * key applied; res holds act()'s result and may be changed (optional) */
+    dedupd_status (*finish)(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res);
+    /* external mode: what the downstream knows of biz_key, asked with the
+     * token of the claim that took the key over (optional) */
+    dedupd_outcome (*reconcile)(void *state, const char *biz_key, int64_t fence,
+                                dedupd_result *res);
 } dedupd_handler;
 
 /* The one exported symbol. */

@@ -7,8 +7,9 @@
 # Tests never skip: without a database they fail, because a skipped
 # integration test is a test nobody notices is not running.
 #
-# Environment from meson: DEDUPD, DDTK, DD_LEDGER_SO, DD_TEST_HANDLER_DIR,
-# DD_TEST_SRC_DIR; from scripts/test: DD_TEST_MYSQL_SOCKET, TB_TIMEOUT_MULT.
+# Environment from meson: DEDUPD, DDTK, DD_LEDGER_SO, DD_NOTIFY_SO,
+# DD_NOTIFY_NORECONCILE_SO, DD_TEST_HANDLER_DIR, DD_TEST_SRC_DIR; from
+# scripts/test: DD_TEST_MYSQL_SOCKET, TB_TIMEOUT_MULT.
 #
 #   source "$(dirname "$0")/lib.sh"
 #   tb_init dup_basic
@@ -196,6 +197,7 @@ _tb_grant_runtime() {
     th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
     th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
     th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
+    notify | notify_noreconcile) sql+=$'\n'$(_tb_grants notify "$table") ;;
     esac
   fi
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"

@@ -51,7 +51,7 @@ START_TEST(test_wrong_abi)
 
     load_fails(th_path("th_wrong_abi"), err, sizeof(err));
     ck_assert_msg(strstr(err, "ABI version 999") != NULL, "%s", err);
-    ck_assert_msg(strstr(err, "supports versions 1 to 3") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "supports versions 1 to 4") != NULL, "%s", err);
 }
 END_TEST
 
@@ -179,8 +179,76 @@ START_TEST(test_abi_versions_load)
                       "%s: %s", want[i].name, err);
         ck_assert_str_eq(dd_handler_name(h), want[i].name);
         ck_assert_int_eq(dd_handler_has_batch(h), want[i].batch);
+        /* the fields of ABI 4 (canaries in v1 and v2) are never read */
+        ck_assert_int_eq(dd_handler_mode(h), DEDUPD_MODE_LOCAL);
+        ck_assert_int_eq(dd_handler_has_reconcile(h), 0);
+        ck_assert_int_eq(dd_handler_has_finish(h), 0);
         dd_handler_destroy(h);
     }
+}
+END_TEST
+
+/* External mode: a descriptor without handle() loads; act() and
+ * reconcile() answers are checked like handle()'s. */
+START_TEST(test_external)
+{
+    dd_handler_t *h = NULL;
+    dedupd_msg msg = {.topic = "t", .biz_key = "ok", .fence = 3};
+    dedupd_result res;
+    char err[512] = "";
+
+    ck_assert_msg(dd_handler_load(&h, th_path("th_external"), NULL, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_int_eq(dd_handler_mode(h), DEDUPD_MODE_EXTERNAL);
+    ck_assert_int_eq(dd_handler_has_reconcile(h), 1);
+    ck_assert_int_eq(dd_handler_has_finish(h), 0);
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_OK);
+    ck_assert_str_eq(res.response, "{\"fence\":3}");
+    free(res.response);
+    msg.biz_key = "later";
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
+    ck_assert_str_eq(res.error, "not now");
+    msg.biz_key = "bad";
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_REJECT);
+    ck_assert_str_eq(res.error, "handler th_external returned invalid status 42 from act");
+    /* An OK whose effect happened keeps its status; a response over the
+     * bound is dropped, and the error says why. */
+    dd_handler_set_max_response(h, 5);
+    msg.biz_key = "ok";
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_OK);
+    ck_assert_ptr_null(res.response);
+    ck_assert_ptr_nonnull(strstr(res.error, "response of 11 bytes"));
+    dd_handler_set_max_response(h, 0);
+
+    ck_assert_int_eq(dd_handler_reconcile(h, "done", 4, &res), DEDUPD_DONE);
+    ck_assert_str_eq(res.response, "{\"fence\":4}");
+    free(res.response);
+    ck_assert_int_eq(dd_handler_reconcile(h, "other", 4, &res), DEDUPD_NOT_DONE);
+    ck_assert_ptr_null(res.response);
+    ck_assert_int_eq(dd_handler_reconcile(h, "weird", 4, &res), DEDUPD_UNKNOWN);
+    ck_assert_str_eq(res.error, "handler th_external returned invalid outcome 9 from reconcile");
+    /* Without finish(), the finish step is an OK that calls nothing. */
+    res = (dedupd_result){.response = NULL};
+    ck_assert_int_eq(dd_handler_finish(h, NULL, &msg, &res, NULL), DEDUPD_OK);
+    dd_handler_destroy(h);
+}
+END_TEST
+
+START_TEST(test_external_needs_act)
+{
+    char err[512] = "";
+
+    load_fails(th_path("th_external_no_act"), err, sizeof(err));
+    ck_assert_msg(strstr(err, "no act function (external mode)") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_unknown_mode)
+{
+    char err[512] = "";
+
+    load_fails(th_path("th_bad_mode"), err, sizeof(err));
+    ck_assert_msg(strstr(err, "mode 7") != NULL, "%s", err);
 }
 END_TEST
 
@@ -360,6 +428,9 @@ static Suite *handler_suite(void)
     tcase_add_test(tc, test_handle_without_db);
     tcase_add_test(tc, test_abi_v1_loads);
     tcase_add_test(tc, test_abi_versions_load);
+    tcase_add_test(tc, test_external);
+    tcase_add_test(tc, test_external_needs_act);
+    tcase_add_test(tc, test_unknown_mode);
     tcase_add_test(tc, test_handle_batch);
     tcase_add_test(tc, test_response_bound);
     tcase_add_test(tc, test_ledger_amounts);

@@ -114,6 +114,43 @@ START_TEST(test_counters_exact)
 }
 END_TEST
 
+/* External mode: its counters always, the stuck-row gauges only once a
+ * compensation scan counted (processing_stuck >= 0). */
+START_TEST(test_external_metrics)
+{
+    dd_stats_t s;
+    char *text, v[64];
+
+    memset(&s, 0, sizeof(s));
+    s.ext_waits = 5;
+    s.ext_takeovers = 2;
+    s.ext_reconciled[0] = 1;
+    s.ext_reconciled[2] = 3;
+    s.ext_stale = 1;
+    s.dead_letters[DD_REASON_UNRESOLVED] = 4;
+    s.processing_stuck = -1;
+    text = render(&s, NULL, 0);
+    ck_sample_eq(text, "dedupd_external_waits_total", "5");
+    ck_sample_eq(text, "dedupd_external_takeovers_total", "2");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"done\"}", "1");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"not_done\"}", "0");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"unknown\"}", "3");
+    ck_sample_eq(text, "dedupd_external_lost_claims_total", "1");
+    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"unresolved\"}", "4");
+    ck_assert_ptr_null(sample(text, "dedupd_processing_stuck", v, sizeof(v)));
+    ck_assert_ptr_null(sample(text, "dedupd_processing_oldest_seconds", v, sizeof(v)));
+    free(text);
+
+    s.processing_stuck = 7;
+    s.processing_oldest_s = 12.5;
+    text = render(&s, NULL, 0);
+    ck_sample_eq(text, "dedupd_processing_stuck", "7");
+    ck_sample_eq(text, "dedupd_processing_oldest_seconds", "12.500");
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_processing_stuck gauge\n"));
+    free(text);
+}
+END_TEST
+
 START_TEST(test_histogram_cumulative)
 {
     dd_stats_t s;
@@ -275,6 +312,7 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, test_counters_exact);
+    tcase_add_test(tc, test_external_metrics);
     tcase_add_test(tc, test_histogram_cumulative);
     tcase_add_test(tc, test_lag_labels);
     tcase_add_test(tc, test_lines_well_formed);

@@ -1,0 +1,509 @@
+/*
+ * A handler in external mode (include/dedupd/handler.h, "External mode"):
+ * the lane runs each message through the protocol on its own, instead of
+ * a batch transaction, because the effect happens outside the database:
+ *
+ *   claim ──owned──▶ [reconcile, after a takeover] ──▶ act ──▶ finish ──▶ done
+ *     │ busy: another claim's lease runs: wait, claim again
+ *     └ applied / conflict / failed: duplicate or dead letter, done
+ *
+ * A message that must wait (its key in progress under another claim, a
+ * RETRY, an UNKNOWN answer, a database error) is parked with a due time and
+ * the lane goes on with other messages: waiting never holds up other keys.
+ * The claim of a parked message stays held and renewed (dd_lease) unless
+ * it waits for someone else's. Before every call into the handler and
+ * before finishing, the lane checks that the claim is still held; if not,
+ * the message goes back to its claim, which finds what the newer owner did.
+ * The finish itself only writes a row that still carries the token, so a
+ * claim lost in the last moment finishes nothing either.
+ */
+#include "dd_lanes_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dd_common.h"
+#include "dd_log.h"
+#include "dd_utf8.h"
+
+/* item->ext_step */
+enum { DD_STEP_CLAIM = 0, DD_STEP_RECONCILE, DD_STEP_ACT, DD_STEP_FINISH };
+
+/* What a step says about the message. */
+enum {
+    DD_EXT_NEXT,  /* go on with its next step now */
+    DD_EXT_DONE,  /* finished: outcome set, its offset may move */
+    DD_EXT_PARK,  /* wait until item->due_ms */
+    DD_EXT_FATAL, /* the lane fails (set already) */
+};
+
+/* A line about one message (topic, partition, offset and key with it). */
+#define dd_lane_ext_log(level, item, ...)                                                          \
+    dd_log_msg((level), rd_kafka_topic_name((item)->rkm->rkt), (item)->rkm->partition,             \
+               (item)->rkm->offset, (item)->key, __VA_ARGS__)
+
+/* ---- waiting ---- */
+
+static void dd_lane_ext_park(dd_lane_t *lane, dd_item_t *item, int64_t wait_ms)
+{
+    dd_item_t **pp = &lane->parked;
+
+    /* At least 1 ms: a round of due messages ends (dd_lane_ext_process). */
+    item->due_ms = dd_now_ms() + (wait_ms > 1 ? wait_ms : 1);
+    while (*pp && (*pp)->due_ms <= item->due_ms)
+        pp = &(*pp)->next;
+    item->next = *pp;
+    *pp = item;
+}
+
+int dd_lane_ext_due(const dd_lane_t *lane)
+{
+    return lane->parked && lane->parked->due_ms <= dd_now_ms();
+}
+
+/* ---- the claim a message holds ---- */
+
+static void dd_lane_ext_drop_claim(dd_lane_t *lane, dd_item_t *item)
+{
+    dd_lease_release(lane->group->lease, item->hold);
+    item->hold = NULL;
+    item->fence = 0;
+}
+
+static int dd_lane_ext_held(dd_lane_t *lane, const dd_item_t *item)
+{
+    return dd_lease_held(lane->group->lease, item->hold);
+}
+
+/* The claim was lost before `when`: the handler is not called for it any
+ * more, and nothing is finished. The message goes back to its claim, which
+ * finds what the newer owner did (applied: a duplicate; still processing:
+ * it waits). */
+static int dd_lane_ext_lost(dd_lane_t *lane, dd_item_t *item, const char *when, dd_stats_t *d)
+{
+    dd_lane_ext_log(DD_LOG_WARN, item,
+                    "Lost the claim of this key (token %lld) %s: %s. Not going on with it; "
+                    "the key is claimed again.",
+                    (long long)item->fence, when, dd_lease_why(lane->group->lease, item->hold));
+    d->ext_stale++;
+    dd_lane_ext_drop_claim(lane, item);
+    free(item->response);
+    item->response = NULL;
+    item->outcome = DD_OUT_NONE;
+    item->ext_step = DD_STEP_CLAIM;
+    return DD_EXT_NEXT;
+}
+
+/* A database error during a step: retriable ones park the message (the
+ * step is tried again) and have the connection checked; others fail the
+ * lane. */
+static int dd_lane_ext_db_error(dd_lane_t *lane, dd_item_t *item, int rc, const char *err,
+                                dd_stats_t *d)
+{
+    if (rc != DD_ERR_RETRIABLE) {
+        dd_lanes_set_fatal(lane->group, lane->idx, err);
+        return DD_EXT_FATAL;
+    }
+    d->db_errors_retriable++;
+    dd_lane_ext_log(DD_LOG_WARN, item, "Database error, trying again: %s", err);
+    lane->reconnect = 1;
+    dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, ++item->db_errors));
+    return DD_EXT_PARK;
+}
+
+static void dd_lane_ext_dlq(dd_item_t *item, dd_reason_t reason, const char *fmt, const char *arg)
+{
+    item->outcome = DD_OUT_DLQ;
+    item->reason = reason;
+    snprintf(item->error, sizeof(item->error), fmt, arg);
+}
+
+/* What the handler sees of the message. */
+static void dd_lane_ext_msg(const dd_item_t *item, dedupd_msg *msg)
+{
+    const rd_kafka_message_t *rkm = item->rkm;
+
+    *msg = (dedupd_msg){
+        .topic = rd_kafka_topic_name(rkm->rkt),
+        .partition = rkm->partition,
+        .offset = rkm->offset,
+        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
+        .key = rkm->key,
+        .key_len = rkm->key_len,
+        .payload = rkm->payload,
+        .payload_len = rkm->len,
+        .json = item->json,
+        .biz_key = item->key,
+        .fence = item->fence,
+    };
+}
+
+/* The effect happened (act() or reconcile() said so): keep the response
+ * (taken over) for the finish. One that is not UTF-8 cannot be stored. */
+static void dd_lane_ext_applied(dd_item_t *item, char *response, const char *note)
+{
+    if (note[0]) dd_lane_ext_log(DD_LOG_WARN, item, "%s; not stored.", note);
+    if (response && !dd_utf8_valid(response, strlen(response))) {
+        dd_lane_ext_log(DD_LOG_WARN, item, "Handler response is not valid UTF-8; not stored.");
+        free(response);
+        response = NULL;
+    }
+    free(item->response);
+    item->response = response;
+    item->outcome = DD_OUT_APPLIED;
+    item->ext_step = DD_STEP_FINISH;
+}
+
+/* ---- the steps ---- */
+
+/* Waiting for another claim: back off, but not much past the end of its
+ * lease, when the key may be taken over. */
+static int dd_lane_ext_busy(dd_lane_t *lane, dd_item_t *item, const dd_external_claim_t *c,
+                            dd_stats_t *d)
+{
+    int64_t wait = dd_lane_backoff_ms(lane, ++item->ext_waits);
+    int64_t left = (int64_t)(c->lease_left_s * 1000) + 20;
+
+    d->ext_waits++;
+    dd_lane_ext_log(item->ext_waits == 1 ? DD_LOG_INFO : DD_LOG_DEBUG, item,
+                    "Key in progress under the claim of %s (token %lld, lease %.3f s more): "
+                    "this message waits.",
+                    c->prev_owner, (long long)c->prev_fence, c->lease_left_s);
+    dd_lane_ext_park(lane, item, left > 0 && left < wait ? left : wait);
+    return DD_EXT_PARK;
+}
+
+static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    dd_lanes_t *group = lane->group;
+    dd_external_claim_t c = {.key = item->key,
+                             .key_len = item->key_len,
+                             .hash = item->hash,
+                             .topic = rd_kafka_topic_name(item->rkm->rkt),
+                             .partition = item->rkm->partition,
+                             .offset = item->rkm->offset};
+    int64_t t0 = dd_now_ms();
+    char err[512];
+    int rc = dd_external_claim(lane->db, &group->xopts, &c, &lane->sql, err, sizeof(err));
+
+    if (rc) return dd_lane_ext_db_error(lane, item, rc, err, d);
+    item->db_errors = 0;
+    switch (c.result) {
+    case DD_EXTERNAL_OWNED:
+        item->fence = c.fence;
+        item->hold = dd_lease_hold(group->lease, item->key, item->key_len, c.fence, t0);
+        item->ext_step = DD_STEP_ACT;
+        if (!c.taken_over) return DD_EXT_NEXT;
+        d->ext_takeovers++;
+        if (dd_handler_has_reconcile(group->h)) item->ext_step = DD_STEP_RECONCILE;
+        dd_lane_ext_log(DD_LOG_INFO, item,
+                        "Took the key over from %s (token %lld -> %lld, it was %s)%s.",
+                        c.prev_owner[0] ? c.prev_owner : "an unknown owner",
+                        (long long)c.prev_fence, (long long)c.fence,
+                        c.prev_status == DD_ROW_FAILED ? "failed" : "processing past its lease",
+                        item->ext_step == DD_STEP_RECONCILE
+                            ? "; asking reconcile() first"
+                            : "; the handler has no reconcile(): acting again, the effect may "
+                              "happen twice");
+        return DD_EXT_NEXT;
+    case DD_EXTERNAL_APPLIED:
+        item->outcome = DD_OUT_DUPLICATE;
+        d->duplicates++;
+        return DD_EXT_DONE;
+    case DD_EXTERNAL_CONFLICT:
+        d->conflicts++;
+        dd_lane_ext_dlq(item, DD_REASON_CONFLICT, "%s",
+                        "business key already recorded with other content");
+        return DD_EXT_DONE;
+    case DD_EXTERNAL_FAILED:
+        dd_lane_ext_dlq(item, DD_REASON_REJECTED, "previously rejected: %.200s", c.row_error);
+        return DD_EXT_DONE;
+    case DD_EXTERNAL_BUSY:
+        break;
+    }
+    return dd_lane_ext_busy(lane, item, &c, d);
+}
+
+/* The message is to be recorded failed and dead-lettered. */
+static int dd_lane_ext_give_up(dd_item_t *item, dd_reason_t reason, const char *fmt,
+                               const char *arg)
+{
+    dd_lane_ext_dlq(item, reason, fmt, arg);
+    dd_lane_ext_log(DD_LOG_INFO, item, "Message %s: %s", dd_reason2str(item->reason), item->error);
+    item->ext_step = DD_STEP_FINISH;
+    return DD_EXT_NEXT;
+}
+
+static int dd_lane_ext_reconcile(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    const dd_conf_t *conf = lane->group->conf;
+    dedupd_result res;
+    dedupd_outcome out;
+
+    if (!dd_lane_ext_held(lane, item))
+        return dd_lane_ext_lost(lane, item, "before asking reconcile()", d);
+    out = dd_handler_reconcile(lane->group->h, item->key, item->fence, &res);
+    d->ext_reconciled[out]++;
+    if (out == DEDUPD_DONE) {
+        dd_lane_ext_log(DD_LOG_INFO, item,
+                        "reconcile() says the effect happened: recording the key applied "
+                        "without acting again.");
+        dd_lane_ext_applied(item, res.response, res.error);
+        return DD_EXT_NEXT;
+    }
+    if (out == DEDUPD_NOT_DONE) {
+        dd_lane_ext_log(DD_LOG_INFO, item,
+                        "reconcile() says the effect did not happen: acting again.");
+        item->ext_step = DD_STEP_ACT;
+        return DD_EXT_NEXT;
+    }
+    item->unknowns++;
+    if (conf->external.unknown_attempts > 0 && item->unknowns >= conf->external.unknown_attempts)
+        return dd_lane_ext_give_up(item, DD_REASON_UNRESOLVED,
+                                   "reconcile() could not tell whether the effect happened: %.200s",
+                                   res.error[0] ? res.error : "UNKNOWN");
+    dd_lane_ext_log(DD_LOG_INFO, item, "reconcile() cannot tell yet (%d): %s; asking again later.",
+                    item->unknowns, res.error[0] ? res.error : "UNKNOWN");
+    dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, item->unknowns));
+    return DD_EXT_PARK;
+}
+
+static int dd_lane_ext_act(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    const dd_conf_t *conf = lane->group->conf;
+    dedupd_result res;
+    dedupd_msg msg;
+    dedupd_status st;
+
+    if (!dd_lane_ext_held(lane, item))
+        return dd_lane_ext_lost(lane, item, "before calling act()", d);
+    dd_lane_ext_msg(item, &msg);
+    st = dd_handler_act(lane->group->h, &msg, &res);
+    if (st == DEDUPD_OK) {
+        dd_lane_ext_applied(item, res.response, res.error);
+        return DD_EXT_NEXT;
+    }
+    if (st == DEDUPD_REJECT) return dd_lane_ext_give_up(item, DD_REASON_REJECTED, "%s", res.error);
+    item->attempts++;
+    d->retries++;
+    dd_lane_ext_log(DD_LOG_INFO, item, "Handler asked to retry (attempt %d): %s", item->attempts,
+                    res.error);
+    if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
+        return dd_lane_ext_give_up(item, DD_REASON_RETRIES_EXHAUSTED,
+                                   "gave up after retries: %.200s", res.error);
+    dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, item->attempts));
+    return DD_EXT_PARK;
+}
+
+/* The claim was taken over before its finish: the row carries a newer
+ * token and, soon or already, the newer owner's result, which stands. The
+ * message goes back to its claim (a duplicate once the newer owner is
+ * done). */
+static int dd_lane_ext_stale(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    char owner[129] = "", err[256];
+    int64_t fence = -1;
+    int status = -1;
+
+    if (dd_external_peek(lane->db, &lane->group->xopts, item->key, item->key_len, &fence, &status,
+                         owner, sizeof(owner), &lane->sql, err, sizeof(err)) != DD_OK)
+        snprintf(owner, sizeof(owner), "? (%.120s)", err);
+    dd_lane_ext_log(DD_LOG_WARN, item,
+                    "Finished nothing: the claim of this key (token %lld) was taken over "
+                    "before its finish; the row carries token %lld (status %d, owner %s), "
+                    "whose result stands.",
+                    (long long)item->fence, (long long)fence, status, owner);
+    d->ext_stale++;
+    dd_lane_ext_drop_claim(lane, item);
+    free(item->response);
+    item->response = NULL;
+    item->outcome = DD_OUT_NONE;
+    item->ext_step = DD_STEP_CLAIM;
+    return DD_EXT_NEXT;
+}
+
+/* finish() answered RETRY or REJECT after the effect happened. */
+static int dd_lane_ext_finish_failed(dd_lane_t *lane, dd_item_t *item, dedupd_status st,
+                                     const char *why, dd_stats_t *d)
+{
+    const dd_conf_t *conf = lane->group->conf;
+
+    if (st == DEDUPD_REJECT)
+        return dd_lane_ext_give_up(item, DD_REASON_REJECTED,
+                                   "finish() rejected the message after act() did its effect: "
+                                   "%.180s",
+                                   why);
+    item->attempts++;
+    d->retries++;
+    dd_lane_ext_log(DD_LOG_INFO, item, "finish() asked to retry (attempt %d): %s", item->attempts,
+                    why);
+    if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
+        return dd_lane_ext_give_up(item, DD_REASON_RETRIES_EXHAUSTED,
+                                   "gave up after retries of finish(): %.180s", why);
+    dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, item->attempts));
+    return DD_EXT_PARK;
+}
+
+static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    dd_lanes_t *group = lane->group;
+    int applied = item->outcome == DD_OUT_APPLIED, held = 0, rc;
+    dedupd_status st = DEDUPD_OK;
+    char err[1024], why[256] = "";
+
+    if (!dd_lane_ext_held(lane, item)) return dd_lane_ext_lost(lane, item, "before finishing", d);
+    if (applied && dd_handler_has_finish(group->h)) {
+        dedupd_result res = {.response = item->response};
+        dedupd_msg msg;
+
+        dd_lane_ext_msg(item, &msg);
+        rc = dd_external_finish_txn(lane->db, &group->xopts, group->h, &msg, &res, &held, &st,
+                                    &lane->sql, err, sizeof(err));
+        item->response = res.response;
+        snprintf(why, sizeof(why), "%s", res.error);
+    } else
+        rc = dd_external_finish(lane->db, &group->xopts, item->key, item->key_len, item->fence,
+                                applied ? DD_ROW_APPLIED : DD_ROW_FAILED,
+                                applied ? item->response : NULL, applied ? NULL : item->error,
+                                &held, &lane->sql, err, sizeof(err));
+    if (rc) return dd_lane_ext_db_error(lane, item, rc, err, d);
+    item->db_errors = 0;
+    if (!held) return dd_lane_ext_stale(lane, item, d);
+    if (st != DEDUPD_OK) return dd_lane_ext_finish_failed(lane, item, st, why, d);
+    dd_lane_ext_drop_claim(lane, item);
+    free(item->response);
+    item->response = NULL;
+    if (applied) d->applied++;
+    return DD_EXT_DONE;
+}
+
+/* ---- a message through the protocol ---- */
+
+/* Checks the connection after a database error: a lost one is opened
+ * again (a failure leaves the check for the next step). */
+static void dd_lane_ext_reconnect(dd_lane_t *lane)
+{
+    char err[512];
+
+    if (!lane->reconnect) return;
+    if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0) {
+        lane->reconnect = 0;
+        return;
+    }
+    if (dd_db_reconnect(lane->db, err, sizeof(err)) == DD_OK) {
+        lane->reconnect = 0;
+        dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
+    } else {
+        dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
+    }
+}
+
+/* Runs item's steps until it is done, waits or the lane fails. */
+static int dd_lane_ext_run(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    int r = DD_EXT_NEXT;
+
+    for (int steps = 0; r == DD_EXT_NEXT; steps++) {
+        dd_lane_ext_reconnect(lane);
+        if (steps >= 16) { /* a claim lost again and again: let the others go first */
+            dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, 1));
+            return DD_EXT_PARK;
+        }
+        switch (item->ext_step) {
+        case DD_STEP_CLAIM:
+            r = dd_lane_ext_claim(lane, item, d);
+            break;
+        case DD_STEP_RECONCILE:
+            r = dd_lane_ext_reconcile(lane, item, d);
+            break;
+        case DD_STEP_ACT:
+            r = dd_lane_ext_act(lane, item, d);
+            break;
+        default:
+            r = dd_lane_ext_finish(lane, item, d);
+            break;
+        }
+    }
+    return r;
+}
+
+/* The consumer hashes as it parses; what it could not hash is hashed here
+ * (as dd_lane_process does). 0, or -1 after failing the lane. */
+static int dd_lane_ext_hash(dd_lane_t *lane, dd_item_t *item)
+{
+    if (item->hashed) return 0;
+    if (dd_hash_payload(lane->group->hspec, item->rkm->payload, item->rkm->len, item->hash) !=
+        DD_OK) {
+        dd_lanes_set_fatal(lane->group, lane->idx,
+                           "cannot compute a request hash (out of memory or a libcrypto error)");
+        return -1;
+    }
+    item->hashed = 1;
+    return 0;
+}
+
+/* One message: run, then report it done, or keep it parked. Returns 0, or
+ * -1 when the lane failed (the message is then back in the queue). */
+static int dd_lane_ext_one(dd_lane_t *lane, dd_item_t *item)
+{
+    dd_stats_t d;
+    int r;
+
+    memset(&d, 0, sizeof(d));
+    if (dd_lane_ext_hash(lane, item) != 0) {
+        dd_lane_requeue(lane, &item, 1);
+        return -1;
+    }
+    r = dd_lane_ext_run(lane, item, &d);
+    dd_lanes_post(lane->group, r == DD_EXT_DONE ? &item : NULL, r == DD_EXT_DONE ? 1 : 0, &d);
+    if (r != DD_EXT_FATAL) return 0;
+    dd_lane_ext_drop_claim(lane, item); /* the lane ends: nobody renews it any more */
+    item->ext_step = DD_STEP_CLAIM;
+    dd_lane_requeue(lane, &item, 1);
+    return -1;
+}
+
+static int dd_lane_ext_stopping(const dd_lane_t *lane)
+{
+    return atomic_load(&lane->group->stop_hard) || atomic_load(&lane->group->fatal);
+}
+
+void dd_lane_ext_process(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    size_t i = 0;
+
+    /* Waiting messages first, those whose time came when the round began
+     * (one parked again is due later, so this ends). */
+    for (int64_t now = dd_now_ms(); lane->parked && lane->parked->due_ms <= now;) {
+        dd_item_t *item = lane->parked;
+        if (dd_lane_ext_stopping(lane)) break;
+        lane->parked = item->next;
+        item->next = NULL;
+        if (dd_lane_ext_one(lane, item) != 0) break;
+    }
+    for (; i < n && !dd_lane_ext_stopping(lane); i++)
+        if (dd_lane_ext_one(lane, items[i]) != 0) {
+            i++;
+            break;
+        }
+    dd_lane_requeue(lane, items + i, n - i);
+}
+
+void dd_lane_ext_unpark(dd_lane_t *lane)
+{
+    dd_item_t *item, *next;
+    char err[512];
+    int held;
+
+    for (item = lane->parked; item; item = next) {
+        next = item->next;
+        if (item->hold && dd_db_mysql(lane->db))
+            dd_external_expire(lane->db, &lane->group->xopts, item->key, item->key_len, item->fence,
+                               &held, &lane->sql, err, sizeof(err));
+        dd_lane_ext_drop_claim(lane, item);
+        item->ext_step = DD_STEP_CLAIM;
+        dd_lane_requeue(lane, &item, 1);
+    }
+    lane->parked = NULL;
+}

@@ -1,0 +1,288 @@
+/*
+ * The lease renewer (see dd_lease.h): one thread, one connection, a list
+ * of holds ordered by nothing (a worker holds at most a few claims at a
+ * time: one per lane in act(), plus those waiting to retry).
+ *
+ * A hold being renewed is marked; releasing it then leaves the freeing to
+ * the renewer, so a lane never waits for a renewal's round trip.
+ */
+#include "dd_lease.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dd_common.h"
+#include "dd_db.h"
+#include "dd_key.h"
+#include "dd_log.h"
+
+/* A renewal that failed (the database unreachable) is tried again this
+ * soon, or at a tenth of the lease when that is sooner. */
+#define DD_LEASE_RETRY_MS 1000
+
+struct dd_lease_hold_s {
+    struct dd_lease_hold_s *next;
+    char key[DD_KEY_MAX + 1];
+    size_t key_len;
+    int64_t fence;
+    int64_t valid_until_ms; /* monotonic: when the last renewal sent + the lease runs out */
+    int64_t next_ms;        /* when to renew */
+    int lost;               /* a renewal found another token, or no processing row */
+    int renewing;           /* the renewer works on it without the mutex */
+    int orphan;             /* released while being renewed: the renewer frees it */
+};
+
+struct dd_lease_s {
+    const dd_conf_t *conf;
+    dd_external_opts_t opts;
+    dd_db_t *db; /* the renewer thread's */
+    dd_buf_t sql;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a hold was added, or stop */
+    dd_lease_hold_t *holds;
+    atomic_int stop;
+    int fault_no_renew; /* DEDUPD_TEST_FAULTS=lease_no_renew: renewals are never sent */
+    int fault_blind;    /* DEDUPD_TEST_FAULTS=lease_blind: ... and held() trusts old leases */
+};
+
+/* ---- the renewer thread ---- */
+
+/* Renews one hold's claim; 0 (held set) or the class of the error. */
+static int dd_lease_renew(dd_lease_t *lease, const char *key, size_t key_len, int64_t fence,
+                          int *held, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    if (!lease->db)
+        rc = dd_db_new(&lease->db, lease->conf, errstr, errstr_size);
+    else if (!dd_db_mysql(lease->db))
+        rc = dd_db_reconnect(lease->db, errstr, errstr_size);
+    if (!rc)
+        rc = dd_external_renew(lease->db, &lease->opts, key, key_len, fence, held, &lease->sql,
+                               errstr, errstr_size);
+    if (rc && lease->db && dd_db_mysql(lease->db) && mysql_ping(dd_db_mysql(lease->db)) != 0)
+        dd_db_reconnect(lease->db, NULL, 0); /* the next try starts on a fresh connection */
+    return rc;
+}
+
+/* The first hold due for renewal at now, or NULL with *wake_ms set to when
+ * the next one is. Called with mu held. */
+static dd_lease_hold_t *dd_lease_due(dd_lease_t *lease, int64_t now, int64_t *wake_ms)
+{
+    *wake_ms = now + DD_LEASE_RETRY_MS;
+    for (dd_lease_hold_t *h = lease->holds; h; h = h->next) {
+        if (h->lost || h->renewing) continue;
+        if (h->next_ms <= now) return h;
+        if (h->next_ms < *wake_ms) *wake_ms = h->next_ms;
+    }
+    return NULL;
+}
+
+static void dd_lease_wait(dd_lease_t *lease, int64_t wake_ms)
+{
+    int64_t ms = wake_ms - dd_now_ms();
+    struct timespec ts;
+
+    if (ms <= 0) return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&lease->cv, &lease->mu, &ts);
+}
+
+/* Records a renewal sent at t0 that ended with rc and held. mu held. */
+static void dd_lease_record(dd_lease_t *lease, dd_lease_hold_t *h, int64_t t0, int rc, int held,
+                            const char *err)
+{
+    int64_t retry = lease->opts.lease_ms / 10 < DD_LEASE_RETRY_MS ? lease->opts.lease_ms / 10
+                                                                  : DD_LEASE_RETRY_MS;
+
+    if (rc) {
+        h->next_ms = dd_now_ms() + retry;
+        dd_log(DD_LOG_WARN, "Cannot renew the lease of key %s (token %lld), trying again: %s",
+               h->key, (long long)h->fence, err);
+    } else if (!held) {
+        h->lost = 1;
+        dd_log(DD_LOG_WARN,
+               "The claim of key %s (token %lld) was taken over: its worker will not "
+               "finish it.",
+               h->key, (long long)h->fence);
+    } else {
+        h->valid_until_ms = t0 + lease->opts.lease_ms;
+        h->next_ms = t0 + lease->opts.lease_ms / 3;
+    }
+}
+
+static void *dd_lease_main(void *arg)
+{
+    dd_lease_t *lease = arg;
+    char key[DD_KEY_MAX + 1], err[512];
+    size_t key_len;
+    int64_t fence, t0, wake;
+    dd_lease_hold_t *h;
+    int rc, held;
+
+    pthread_mutex_lock(&lease->mu);
+    while (!atomic_load(&lease->stop)) {
+        h = lease->fault_no_renew ? NULL : dd_lease_due(lease, dd_now_ms(), &wake);
+        if (!h) {
+            dd_lease_wait(lease, lease->fault_no_renew ? dd_now_ms() + DD_LEASE_RETRY_MS : wake);
+            continue;
+        }
+        h->renewing = 1;
+        memcpy(key, h->key, h->key_len + 1);
+        key_len = h->key_len;
+        fence = h->fence;
+        pthread_mutex_unlock(&lease->mu);
+        t0 = dd_now_ms();
+        held = 0;
+        rc = dd_lease_renew(lease, key, key_len, fence, &held, err, sizeof(err));
+        pthread_mutex_lock(&lease->mu);
+        h->renewing = 0;
+        if (h->orphan)
+            free(h);
+        else
+            dd_lease_record(lease, h, t0, rc, held, err);
+    }
+    pthread_mutex_unlock(&lease->mu);
+    return NULL;
+}
+
+/* ---- holds ---- */
+
+dd_lease_hold_t *dd_lease_hold(dd_lease_t *lease, const char *key, size_t key_len, int64_t fence,
+                               int64_t t0_ms)
+{
+    dd_lease_hold_t *h = calloc(1, sizeof(*h));
+
+    if (!h) return NULL;
+    if (key_len > DD_KEY_MAX) key_len = DD_KEY_MAX;
+    memcpy(h->key, key, key_len);
+    h->key_len = key_len;
+    h->fence = fence;
+    h->valid_until_ms = t0_ms + lease->opts.lease_ms;
+    h->next_ms = t0_ms + lease->opts.lease_ms / 3;
+    pthread_mutex_lock(&lease->mu);
+    h->next = lease->holds;
+    lease->holds = h;
+    pthread_cond_signal(&lease->cv);
+    pthread_mutex_unlock(&lease->mu);
+    return h;
+}
+
+int dd_lease_held(dd_lease_t *lease, const dd_lease_hold_t *hold)
+{
+    int held;
+
+    if (!hold) return 0;
+    pthread_mutex_lock(&lease->mu);
+    held = !hold->lost && (lease->fault_blind || dd_now_ms() < hold->valid_until_ms);
+    pthread_mutex_unlock(&lease->mu);
+    return held;
+}
+
+const char *dd_lease_why(dd_lease_t *lease, const dd_lease_hold_t *hold)
+{
+    int lost;
+
+    if (!hold) return "out of memory registering the lease";
+    pthread_mutex_lock(&lease->mu);
+    lost = hold->lost;
+    pthread_mutex_unlock(&lease->mu);
+    return lost ? "another consumer took the claim over"
+                : "the lease was not renewed in time (the database did not answer)";
+}
+
+void dd_lease_release(dd_lease_t *lease, dd_lease_hold_t *hold)
+{
+    if (!hold) return;
+    pthread_mutex_lock(&lease->mu);
+    for (dd_lease_hold_t **pp = &lease->holds; *pp; pp = &(*pp)->next) {
+        if (*pp != hold) continue;
+        *pp = hold->next;
+        break;
+    }
+    if (hold->renewing)
+        hold->orphan = 1;
+    else
+        free(hold);
+    pthread_mutex_unlock(&lease->mu);
+}
+
+/* ---- life cycle ---- */
+
+int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, const dd_external_opts_t *opts,
+                 char *errstr, size_t errstr_size)
+{
+    dd_lease_t *lease = calloc(1, sizeof(*lease));
+    pthread_condattr_t attr;
+
+    *leasep = NULL;
+    if (!lease) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    lease->conf = conf;
+    lease->opts = *opts;
+    pthread_mutex_init(&lease->mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&lease->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    lease->fault_blind = dd_test_fault("lease_blind") != 0;
+    lease->fault_no_renew = lease->fault_blind || dd_test_fault("lease_no_renew") != 0;
+    if (lease->fault_no_renew)
+        dd_log(DD_LOG_WARN,
+               "DEDUPD_TEST_FAULTS: leases are never renewed%s (test fault "
+               "injection).",
+               lease->fault_blind ? ", and a claim counts as held however old its lease" : "");
+    *leasep = lease;
+    return DD_OK;
+}
+
+int dd_lease_start(dd_lease_t *lease, char *errstr, size_t errstr_size)
+{
+    if (pthread_create(&lease->thread, NULL, dd_lease_main, lease) != 0) {
+        dd_errstr_set(errstr, errstr_size, "cannot start the lease renewal thread");
+        return DD_ERR_FATAL;
+    }
+    lease->started = 1;
+    return DD_OK;
+}
+
+void dd_lease_stop(dd_lease_t *lease)
+{
+    if (!lease || !lease->started) return;
+    pthread_mutex_lock(&lease->mu);
+    atomic_store(&lease->stop, 1);
+    pthread_cond_broadcast(&lease->cv);
+    pthread_mutex_unlock(&lease->mu);
+    pthread_join(lease->thread, NULL);
+    lease->started = 0;
+}
+
+void dd_lease_destroy(dd_lease_t *lease)
+{
+    dd_lease_hold_t *next;
+
+    if (!lease) return;
+    dd_lease_stop(lease);
+    for (; lease->holds; lease->holds = next) {
+        next = lease->holds->next;
+        free(lease->holds);
+    }
+    dd_db_destroy(lease->db);
+    dd_buf_release(&lease->sql);
+    pthread_mutex_destroy(&lease->mu);
+    pthread_cond_destroy(&lease->cv);
+    free(lease);
+}

@@ -1,0 +1,411 @@
+/*
+ * The compensation scan (see dd_reconcile.h): one pass settles at most
+ * DD_RECONCILE_MAX stuck rows, oldest first; the next pass takes the rest.
+ * A row is taken over before reconcile() is asked, with the token raised,
+ * so the answer is about a claim nobody else holds: a late finish of the
+ * dead owner's, or a redelivered message's claim, cannot land in between
+ * unseen (each finishes only under its own token).
+ */
+#include "dd_reconcile.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dd_claim.h"
+#include "dd_cmd.h"
+#include "dd_common.h"
+#include "dd_external.h"
+#include "dd_log.h"
+#include "dd_migrate.h"
+
+#define DD_RECONCILE_MAX 1000
+/* What a row whose effect did not happen, and whose message is gone, is
+ * marked with: dedupd has no payload to act with. */
+#define DD_RECONCILE_NOT_DONE "not done, message gone: needs manual action"
+
+/* reconcile()'s answer for a row, or that it was not asked. */
+enum { DD_ANS_DONE, DD_ANS_NOT_DONE, DD_ANS_UNKNOWN, DD_ANS_NONE, DD_ANS_CNT };
+static const char *const dd_reconcile_answers[DD_ANS_CNT] = {"done", "not_done", "unknown",
+                                                             "not_asked"};
+
+typedef struct {
+    size_t rows;
+    size_t answers[DD_ANS_CNT];
+    size_t applied, failed, left, skipped;
+} dd_reconcile_sum_t;
+
+/* One pass. */
+typedef struct {
+    const dd_conf_t *conf;
+    dd_handler_t *h;
+    dd_db_t *db;
+    dd_external_opts_t opts;
+    dd_buf_t sql;
+    int apply;
+    FILE *out; /* the command's table; NULL: log lines (run's scan) */
+    const atomic_int *stop;
+    dd_reconcile_sum_t sum;
+} dd_reconcile_pass_t;
+
+struct dd_reconcile_s {
+    const dd_conf_t *conf;
+    dd_handler_t *h;
+    dd_reconcile_publish_fn *publish;
+    void *opaque;
+    char owner[160];
+    dd_db_t *db; /* the thread's own, opened lazily */
+    pthread_t thread;
+    int started;
+    atomic_int stop;
+};
+
+/* ---- one row ---- */
+
+/* DONE: the row becomes applied with reconcile()'s response; finish() runs
+ * when the handler has it, with a message holding only the key, the token
+ * and where the row says the message was. Returns the action's name. */
+static const char *dd_reconcile_done(dd_reconcile_pass_t *p, const dd_external_row_t *r,
+                                     int64_t fence, dedupd_result *res, int *rc, char *errstr,
+                                     size_t errstr_size)
+{
+    dedupd_msg msg = {.topic = r->topic,
+                      .partition = r->partition,
+                      .offset = r->offset,
+                      .biz_key = r->key,
+                      .fence = fence};
+    dedupd_status st = DEDUPD_OK;
+    int held = 0;
+
+    if (dd_handler_has_finish(p->h))
+        *rc = dd_external_finish_txn(p->db, &p->opts, p->h, &msg, res, &held, &st, &p->sql, errstr,
+                                     errstr_size);
+    else
+        *rc = dd_external_finish(p->db, &p->opts, r->key, r->key_len, fence, DD_ROW_APPLIED,
+                                 res->response, NULL, &held, &p->sql, errstr, errstr_size);
+    if (*rc) return "error";
+    if (!held) return "lost: taken over meanwhile";
+    if (st == DEDUPD_OK) {
+        p->sum.applied++;
+        return "applied";
+    }
+    /* finish() refused for now: the row stays processing for the next scan */
+    *rc = dd_external_expire(p->db, &p->opts, r->key, r->key_len, fence, &held, &p->sql, errstr,
+                             errstr_size);
+    p->sum.left++;
+    return st == DEDUPD_RETRY ? "left: finish() asked to retry" : "left: finish() rejected";
+}
+
+/* Asks about one row and, with apply, settles it. Returns 0 or the class
+ * of a database error. */
+static int dd_reconcile_row(dd_reconcile_pass_t *p, const dd_external_row_t *r, char *errstr,
+                            size_t errstr_size)
+{
+    dedupd_result res = {0};
+    const char *action = "none";
+    int64_t fence = r->fence;
+    int ans = DD_ANS_NONE, taken = 1, held = 0, rc = DD_OK;
+
+    if (p->apply && dd_handler_has_reconcile(p->h))
+        rc = dd_external_takeover(p->db, &p->opts, r->key, r->key_len, r->fence,
+                                  p->conf->external.scan_after_ms, &taken, &fence, &p->sql, errstr,
+                                  errstr_size);
+    if (rc) return rc;
+    if (!taken) {
+        action = "skipped: taken over meanwhile";
+        p->sum.skipped++;
+    } else if (dd_handler_has_reconcile(p->h)) {
+        ans = (int)dd_handler_reconcile(p->h, r->key, fence, &res);
+    }
+    if (p->apply && ans == DD_ANS_DONE) {
+        action = dd_reconcile_done(p, r, fence, &res, &rc, errstr, errstr_size);
+    } else if (p->apply && ans == DD_ANS_NOT_DONE) {
+        rc = dd_external_finish(p->db, &p->opts, r->key, r->key_len, fence, DD_ROW_FAILED, NULL,
+                                DD_RECONCILE_NOT_DONE, &held, &p->sql, errstr, errstr_size);
+        action = !held ? "lost: taken over meanwhile" : "failed: needs manual action";
+        p->sum.failed += (size_t)held;
+    } else if (p->apply && ans == DD_ANS_UNKNOWN) {
+        rc = dd_external_expire(p->db, &p->opts, r->key, r->key_len, fence, &held, &p->sql, errstr,
+                                errstr_size);
+        action = "left processing";
+        p->sum.left++;
+    }
+    free(res.response);
+    p->sum.answers[ans]++;
+    if (p->out)
+        fprintf(p->out, "%s\t%lld\t%s\t%.1f\t%s/%d/%lld\t%s\t%s\n", r->key, (long long)fence,
+                r->owner, r->past_s, r->topic, (int)r->partition, (long long)r->offset,
+                dd_reconcile_answers[ans], action);
+    else
+        dd_log(ans == DD_ANS_NOT_DONE ? DD_LOG_WARN : DD_LOG_INFO,
+               "Compensation scan: key %s (token %lld, claimed by %s, lease over %.1f s ago, "
+               "from %s [%d] @%lld): reconcile() says %s%s%s; %s.",
+               r->key, (long long)fence, r->owner, r->past_s, r->topic, (int)r->partition,
+               (long long)r->offset, dd_reconcile_answers[ans], res.error[0] ? ": " : "", res.error,
+               action);
+    return rc;
+}
+
+/* ---- one pass ---- */
+
+static int dd_reconcile_pass(dd_reconcile_pass_t *p, char *errstr, size_t errstr_size)
+{
+    dd_external_row_t *rows = calloc(DD_RECONCILE_MAX, sizeof(*rows));
+    size_t n = 0;
+    int rc;
+
+    if (!rows) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    rc = dd_external_stuck(p->db, &p->opts, p->conf->external.scan_after_ms, rows, DD_RECONCILE_MAX,
+                           &n, &p->sql, errstr, errstr_size);
+    for (size_t i = 0; !rc && i < n && !(p->stop && atomic_load(p->stop)); i++) {
+        p->sum.rows++;
+        rc = dd_reconcile_row(p, &rows[i], errstr, errstr_size);
+    }
+    free(rows);
+    return rc;
+}
+
+int dd_reconcile_check_table(dd_db_t *db, const dd_conf_t *conf, int *index, char *errstr,
+                             size_t errstr_size)
+{
+    int version = 0, rc;
+
+    *index = 0;
+    rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, errstr, errstr_size);
+    if (!rc && version < 2) {
+        dd_errstr_set(errstr, errstr_size,
+                      "dedup table %s is at schema version %d; a handler in external mode "
+                      "needs version 2 (the fence column): run `dedupd migrate`",
+                      conf->dedup.table, version);
+        rc = DD_ERR_CONFIG;
+    }
+    if (!rc)
+        rc = dd_migrate_processing_index(dd_db_mysql(db), conf->dedup.table, 0, index, errstr,
+                                         errstr_size);
+    return rc;
+}
+
+/* ---- the periodic scan of `dedupd run` ---- */
+
+static void dd_reconcile_background_pass(dd_reconcile_t *scan)
+{
+    dd_reconcile_pass_t p = {.conf = scan->conf, .h = scan->h, .apply = 1, .stop = &scan->stop};
+    int64_t stuck = 0;
+    double oldest = 0;
+    char err[1024];
+    int rc;
+
+    if (!scan->db)
+        rc = dd_db_new(&scan->db, scan->conf, err, sizeof(err));
+    else if (!dd_db_mysql(scan->db))
+        rc = dd_db_reconnect(scan->db, err, sizeof(err));
+    else
+        rc = DD_OK;
+    p.db = scan->db;
+    dd_external_opts_init(&p.opts, scan->conf, scan->owner);
+    if (!rc) rc = dd_external_stuck_count(scan->db, &p.opts, &stuck, &oldest, err, sizeof(err));
+    if (!rc && scan->publish) scan->publish(scan->opaque, stuck, oldest);
+    if (!rc && stuck > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
+    dd_buf_release(&p.sql);
+    if (rc) {
+        dd_log(DD_LOG_WARN, "Compensation scan of %s failed, trying again in %lld ms: %s",
+               scan->conf->dedup.table, (long long)scan->conf->external.scan_interval_ms, err);
+        dd_db_destroy(scan->db); /* the next pass starts on a fresh connection */
+        scan->db = NULL;
+        return;
+    }
+    if (p.sum.rows)
+        dd_log(DD_LOG_INFO,
+               "Compensation scan of %s: %lld row(s) past their lease; %zu old enough to "
+               "settle: %zu applied, %zu marked failed, %zu left processing, %zu skipped.",
+               scan->conf->dedup.table, (long long)stuck, p.sum.rows, p.sum.applied, p.sum.failed,
+               p.sum.left, p.sum.skipped);
+}
+
+static void *dd_reconcile_thread_main(void *arg)
+{
+    dd_reconcile_t *scan = arg;
+
+    while (!dd_sleep_ms(scan->conf->external.scan_interval_ms, &scan->stop))
+        dd_reconcile_background_pass(scan);
+    return NULL;
+}
+
+int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t *h,
+                     dd_reconcile_publish_fn *publish, void *opaque, char *errstr,
+                     size_t errstr_size)
+{
+    dd_reconcile_t *scan = calloc(1, sizeof(*scan));
+    char host[64] = "localhost";
+
+    *scanp = NULL;
+    if (!scan) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    scan->conf = conf;
+    scan->h = h;
+    scan->publish = publish;
+    scan->opaque = opaque;
+    gethostname(host, sizeof(host) - 1);
+    snprintf(scan->owner, sizeof(scan->owner), "%s:%d scan", host, (int)getpid());
+    *scanp = scan;
+    return DD_OK;
+}
+
+int dd_reconcile_start(dd_reconcile_t *scan, char *errstr, size_t errstr_size)
+{
+    if (scan->conf->external.scan_interval_ms <= 0) {
+        dd_log(DD_LOG_INFO, "Compensation scan is off (external.scan_interval = 0).");
+        return DD_OK;
+    }
+    if (pthread_create(&scan->thread, NULL, dd_reconcile_thread_main, scan) != 0) {
+        dd_errstr_set(errstr, errstr_size, "cannot start the compensation scan thread");
+        return DD_ERR_FATAL;
+    }
+    scan->started = 1;
+    return DD_OK;
+}
+
+void dd_reconcile_stop(dd_reconcile_t *scan)
+{
+    if (!scan || !scan->started) return;
+    atomic_store(&scan->stop, 1);
+    pthread_join(scan->thread, NULL);
+    scan->started = 0;
+}
+
+void dd_reconcile_destroy(dd_reconcile_t *scan)
+{
+    if (!scan) return;
+    dd_reconcile_stop(scan);
+    dd_db_destroy(scan->db);
+    free(scan);
+}
+
+/* ---- `dedupd reconcile` ---- */
+
+typedef struct {
+    int apply;
+} dd_reconcile_opts_t;
+
+static int dd_reconcile_parse(void *opts, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"apply", no_argument, NULL, 'a'}, {NULL, 0, NULL, 0}};
+    dd_reconcile_opts_t *o = opts;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c != 'a') return DD_EXIT_USAGE;
+        o->apply = 1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "dedupd reconcile: unexpected argument '%s'\n", argv[optind]);
+        return DD_EXIT_USAGE;
+    }
+    return DD_EXIT_OK;
+}
+
+/* The table, then a line of totals. */
+static int dd_reconcile_cmd_pass(dd_reconcile_pass_t *p, char *err, size_t err_size)
+{
+    int64_t stuck = 0;
+    double oldest = 0;
+    char after[32];
+    int rc;
+
+    rc = dd_external_stuck_count(p->db, &p->opts, &stuck, &oldest, err, err_size);
+    if (rc) return rc;
+    printf("%lld row(s) in processing past their lease (the oldest by %.1f s)\n", (long long)stuck,
+           oldest);
+    if (!dd_handler_has_reconcile(p->h))
+        printf("handler %s has no reconcile(): the rows are listed, not settled\n",
+               dd_handler_name(p->h));
+    printf("key\ttoken\towner\tpast_lease_s\tmessage\treconcile\taction\n");
+    rc = dd_reconcile_pass(p, err, err_size);
+    if (rc) return rc;
+    snprintf(after, sizeof(after), "%.3f", (double)p->conf->external.scan_after_ms / 1000.0);
+    printf("%zu row(s) past their lease by at least %s s (external.scan_after): %zu done, %zu "
+           "not done, %zu unknown, %zu not asked; %s%zu applied, %zu marked failed, %zu left "
+           "processing, %zu skipped%s\n",
+           p->sum.rows, after, p->sum.answers[DD_ANS_DONE], p->sum.answers[DD_ANS_NOT_DONE],
+           p->sum.answers[DD_ANS_UNKNOWN], p->sum.answers[DD_ANS_NONE],
+           p->apply ? "" : "nothing written (no --apply): ", p->sum.applied, p->sum.failed,
+           p->sum.left, p->sum.skipped, p->sum.rows == DD_RECONCILE_MAX ? "; more remain" : "");
+    return DD_OK;
+}
+
+static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
+{
+    const dd_reconcile_opts_t *o = opts;
+    dd_reconcile_pass_t p = {.conf = conf, .apply = o->apply, .out = stdout};
+    char err[1024], host[64] = "localhost", owner[160];
+    int rc, index = 0;
+
+    gethostname(host, sizeof(host) - 1);
+    snprintf(owner, sizeof(owner), "%s:%d reconcile", host, (int)getpid());
+    dd_external_opts_init(&p.opts, conf, owner);
+    rc = dd_handler_load(&p.h, conf->handler.path, conf->handler.config, err, sizeof(err));
+    if (!rc && dd_handler_mode(p.h) != DEDUPD_MODE_EXTERNAL) {
+        dd_errstr_set(err, sizeof(err),
+                      "handler %s is in local mode: its keys are never left processing, "
+                      "there is nothing to reconcile",
+                      dd_handler_name(p.h));
+        rc = DD_ERR_CONFIG;
+    }
+    if (!rc) rc = dd_db_new(&p.db, conf, err, sizeof(err));
+    if (!rc)
+        rc = dd_migrate_check_key_format(dd_db_mysql(p.db), conf->dedup.table, err, sizeof(err));
+    if (!rc) rc = dd_reconcile_check_table(p.db, conf, &index, err, sizeof(err));
+    if (!rc) rc = dd_reconcile_cmd_pass(&p, err, sizeof(err));
+    if (rc) fprintf(stderr, "dedupd reconcile: %s\n", err);
+    dd_buf_release(&p.sql);
+    dd_db_destroy(p.db);
+    dd_handler_destroy(p.h);
+    return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
+}
+
+const dd_cmd_t dd_cmd_reconcile = {
+    .name = "reconcile",
+    .args = "-c FILE [--apply]",
+    .summary = "settle processing rows whose message is gone (external mode)",
+    .help = "usage: dedupd reconcile -c FILE [--apply]\n"
+            "\n"
+            "For a handler in external mode: lists the rows of the dedup table that are\n"
+            "still processing although their lease ran out external.scan_after ago or\n"
+            "more (their claimer died and their message is not coming back: retention\n"
+            "dropped it, or the group was reset past it), and asks the handler's\n"
+            "reconcile() about each: done, not_done or unknown. Without --apply nothing\n"
+            "is written and reconcile() is asked with the row's own token. With --apply\n"
+            "each row is first taken over (its token raised), then settled: done ->\n"
+            "applied (finish() runs, with a message without payload); not_done ->\n"
+            "failed, \"" DD_RECONCILE_NOT_DONE "\" (there is no\n"
+            "payload to act with); unknown -> left processing for a later scan. At most\n"
+            "1000 rows per run, oldest first. DEDUPD_EXTERNAL_SCAN_AFTER=0 takes every\n"
+            "row past its lease. Prints one tab-separated line per row (key, token,\n"
+            "owner, seconds past the lease, topic/partition/offset, answer, action)\n"
+            "and a line of totals. `dedupd run` does the same with --apply every\n"
+            "external.scan_interval.\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE   configuration file (libconfig)\n"
+            "  --apply             settle the rows (default: only list and ask)\n"
+            "  -h, --help          this text\n"
+            "\n"
+            "Exit status:\n"
+            "  0  scanned (and settled, with --apply)\n"
+            "  1  failure: the database, the handler, or a handler in local mode\n"
+            "  2  usage error\n",
+    .flags = DD_CMD_CONFIG,
+    .opts_size = sizeof(dd_reconcile_opts_t),
+    .parse = dd_reconcile_parse,
+    .run = dd_reconcile_cmd_run,
+};

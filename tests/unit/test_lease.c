@@ -1,0 +1,107 @@
+/*
+ * Unit tests for dd_lease, without a database: the renewer cannot reach
+ * the server (a socket that does not exist), so a claim is held for one
+ * lease from when it was sent and then no longer, and saying why. Holds
+ * released while registered, or never made, are safe.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dd_common.h"
+#include "dd_conf.h"
+#include "dd_external.h"
+#include "dd_lease.h"
+
+static char errstr[1024];
+
+/* A configuration with a lease of 1 s and a database nobody answers. */
+static dd_conf_t *lease_conf(void)
+{
+    const char *dir = getenv("DD_TEST_HANDLER_DIR");
+    char path[] = "/tmp/dd-lease-XXXXXX";
+    dd_conf_t *conf = NULL;
+    FILE *f;
+    int fd;
+
+    ck_assert_msg(dir != NULL, "DD_TEST_HANDLER_DIR is not set");
+    ck_assert_int_ge(fd = mkstemp(path), 0);
+    ck_assert_ptr_nonnull(f = fdopen(fd, "w"));
+    fprintf(f,
+            "kafka = { brokers = \"127.0.0.1:1\"; group = \"lease\"; topics = [\"t\"]; };\n"
+            "mysql = { socket = \"/nonexistent/dd-lease.sock\"; user = \"root\";\n"
+            "          database = \"mysql\"; connect_timeout = \"1s\"; };\n"
+            "dedup = { key = \"k:${id}\"; };\n"
+            "handler = { path = \"%s/th_external.so\"; };\n"
+            "external = { lease = \"1s\"; };\n",
+            dir);
+    fclose(f);
+    ck_assert_msg(dd_conf_load(&conf, path, errstr, sizeof(errstr)) == DD_OK, "%s", errstr);
+    unlink(path);
+    return conf;
+}
+
+START_TEST(test_held_for_one_lease_without_renewal)
+{
+    dd_conf_t *conf = lease_conf();
+    dd_external_opts_t opts;
+    dd_lease_t *lease = NULL;
+    dd_lease_hold_t *a, *b;
+    int64_t t0 = dd_now_ms();
+
+    dd_external_opts_init(&opts, conf, "host:1 test");
+    ck_assert_int_eq(opts.lease_ms, 1000);
+    ck_assert_int_eq(dd_lease_new(&lease, conf, &opts, errstr, sizeof(errstr)), DD_OK);
+    ck_assert_int_eq(dd_lease_start(lease, errstr, sizeof(errstr)), DD_OK);
+    ck_assert_ptr_nonnull(a = dd_lease_hold(lease, "k:1", 3, 1, t0));
+    ck_assert_ptr_nonnull(b = dd_lease_hold(lease, "k:2", 3, 4, t0 - 2000)); /* sent long ago */
+    ck_assert_int_eq(dd_lease_held(lease, a), 1);
+    ck_assert_int_eq(dd_lease_held(lease, b), 0);
+    ck_assert_ptr_nonnull(strstr(dd_lease_why(lease, b), "not renewed in time"));
+    /* The renewals (one third into the lease) fail: no server. */
+    while (dd_now_ms() < t0 + 1100)
+        dd_sleep_ms(50, NULL);
+    ck_assert_int_eq(dd_lease_held(lease, a), 0);
+    ck_assert_ptr_nonnull(strstr(dd_lease_why(lease, a), "not renewed in time"));
+    dd_lease_release(lease, b);
+    dd_lease_stop(lease);
+    dd_lease_release(lease, NULL);
+    ck_assert_int_eq(dd_lease_held(lease, NULL), 0);
+    dd_lease_destroy(lease); /* frees a, still registered */
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+START_TEST(test_destroy_unstarted)
+{
+    dd_conf_t *conf = lease_conf();
+    dd_external_opts_t opts;
+    dd_lease_t *lease = NULL;
+
+    dd_external_opts_init(&opts, conf, "host:1 test");
+    ck_assert_int_eq(dd_lease_new(&lease, conf, &opts, errstr, sizeof(errstr)), DD_OK);
+    ck_assert_ptr_nonnull(dd_lease_hold(lease, "k:1", 3, 1, dd_now_ms()));
+    dd_lease_destroy(lease);
+    dd_lease_destroy(NULL);
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("lease");
+    TCase *tc = tcase_create("lease");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, test_held_for_one_lease_without_renewal);
+    tcase_add_test(tc, test_destroy_unstarted);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
