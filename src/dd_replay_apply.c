@@ -15,11 +15,9 @@
 
 int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
-    const dd_conf_t *conf = rp->conf;
-    int rc;
+    /* the routes' handlers were loaded with the routes (dd_replay_setup) */
+    int rc = dd_lanes_new(&rp->lanes, rp->conf, rp->routes, 1, "replay", errstr, errstr_size);
 
-    rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
-    if (!rc) rc = dd_lanes_new(&rp->lanes, conf, rp->h, 1, "replay", errstr, errstr_size);
     if (!rc) rc = dd_lanes_start(rp->lanes, errstr, errstr_size);
     return rc;
 }
@@ -32,12 +30,13 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
     int rc = DD_OK, any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE biz_key IN (",
+    dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE (route, biz_key) IN (",
                   DD_RA_REPAIRED);
     for (dd_item_t *it = list; it; it = it->next) {
         if (it->outcome != DD_OUT_APPLIED) continue;
-        dd_buf_puts(&rp->sql, any++ ? "," : "");
+        dd_buf_printf(&rp->sql, "%s(%d,", any++ ? "," : "", it->route);
         dd_db_hex(&rp->sql, it->key, it->key_len);
+        dd_buf_puts(&rp->sql, ")");
     }
     dd_buf_puts(&rp->sql, ")");
     if (any) rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
@@ -54,7 +53,7 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
         } else {
             dd_buf_puts(&rp->sql, "NULL");
         }
-        dd_buf_puts(&rp->sql, " WHERE biz_key = ");
+        dd_buf_printf(&rp->sql, " WHERE route = %d AND biz_key = ", it->route);
         dd_db_hex(&rp->sql, it->key, it->key_len);
         rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
     }

@@ -31,7 +31,8 @@
 #   (lines inside those groups)  TB_DLQ_TOPIC  TB_MYSQL_HOST / TB_MYSQL_PORT
 #   (TCP to host:port instead of the socket DD_TEST_MYSQL_SOCKET).
 # TB_HANDLER_GRANTS (read by tb_migrate): the handler's grants file, for a
-# handler not known to the test bed (tb_grants_file).
+# handler not known to the test bed (tb_grants_file); several, space
+# separated, for a configuration with routes.
 # Extra arguments after FILE are appended as top-level lines.
 #
 # Database users: dedupd never runs as root here. tb_init creates two users
@@ -178,25 +179,33 @@ _tb_conf_str() {
   grep -o "\b$1 = \"[^\"]*\"" "$TB_CONF" | head -n 1 | cut -d'"' -f2
 }
 
+# _tb_conf_strs NAME: the values of every `NAME = "..."` in TB_CONF (each
+# route's), one a line.
+_tb_conf_strs() {
+  grep -o "\b$1 = \"[^\"]*\"" "$TB_CONF" | cut -d'"' -f2
+}
+
 # _tb_grant_runtime: the runtime user's privileges on TB_DB for TB_CONF's
-# dedup table (or DEDUPD_DEDUP_TABLE) and handler: TB_HANDLER_GRANTS names
-# the handler's grants file (tb_grants_file), else they are known by the
-# handler's name.
+# dedup tables (every route's; or DEDUPD_DEDUP_TABLE) and handlers:
+# TB_HANDLER_GRANTS names the handlers' grants files (tb_grants_file), else
+# they are known by the handler's name.
 _tb_grant_runtime() {
-  local table handler sql
-  table=${DEDUPD_DEDUP_TABLE:-$(_tb_conf_str table)}
-  handler=$(basename "$(_tb_conf_str path)" .so)
-  sql=$(_tb_grants runtime "$table")
+  local table tables handler sql="" f
+  tables=${DEDUPD_DEDUP_TABLE:-$(_tb_conf_strs table)}
+  for table in ${tables:-dedup_record}; do sql+=$(_tb_grants runtime "$table")$'\n'; done
   if [[ -n "${TB_HANDLER_GRANTS:-}" ]]; then
-    sql+=$'\n'$(tb_grants_file "$TB_HANDLER_GRANTS")
+    for f in $TB_HANDLER_GRANTS; do sql+=$'\n'$(tb_grants_file "$f"); done
   else
-    case "$handler" in
-    ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
-    th_scripted*) sql+=$'\n'$(_tb_grants_th th_effect) ;;
-    th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
-    th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
-    th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
-    esac
+    for handler in $(_tb_conf_strs path); do
+      case "$(basename "$handler" .so)" in
+      ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
+      th_scripted*) sql+=$'\n'$(_tb_grants_th th_effect) ;;
+      th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
+      th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
+      th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
+      coupon) sql+=$'\n'$(tb_grants_file "$DD_TEST_SRC_DIR/examples/coupon/grants.sql") ;;
+      esac
+    done
   fi
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
   _tb_mariadb -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
