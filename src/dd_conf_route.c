@@ -100,7 +100,7 @@ int dd_conf_routes_walk(dd_conf_ctx_t *ctx, const config_setting_t *routes)
         const config_setting_t *elem = config_setting_get_elem(routes, (unsigned)i);
 
         if (config_setting_type(elem) != CONFIG_TYPE_GROUP) {
-            dd_conf_setting_where(ctx->conf, elem, NULL, where, sizeof(where));
+            dd_conf_setting_where(ctx->conf, routes, elem, where, sizeof(where));
             dd_errstr_set(ctx->errstr, ctx->errstr_size,
                           "%s: setting routes: element %d: expected a group, "
                           "{ name = ...; topics = [...]; ... }",
@@ -304,7 +304,35 @@ static int dd_conf_routes_overlap(dd_conf_ctx_t *ctx, int a, int b)
     return DD_OK;
 }
 
-/* The routes against each other: names, tables, topics. */
+/* A dead-letter topic no route consumes: its dead letters would come back
+ * as messages, fail again and go round. (A "<topic>.dlq" a pattern matches
+ * is found when the topic is assigned.) */
+static int dd_conf_routes_dlq(dd_conf_ctx_t *ctx)
+{
+    const dd_conf_t *conf = ctx->conf;
+    char wd[PATH_MAX + 32];
+
+    for (int r = 0; r < conf->route_cnt; r++) {
+        const char *dlq = conf->routes[r].dlq.topic;
+        int other, c = dlq ? dd_conf_route_find(conf, dlq, &other) : -1;
+        if (c < 0) continue;
+        if (!conf->has_routes)
+            return dd_conf_fail(ctx, dd_conf_item_idx("dlq.topic"), NULL,
+                                "%s is a topic dedupd consumes (%s): its dead letters would be "
+                                "consumed again",
+                                dlq, conf->routes[c].where);
+        dd_conf_route_where(conf, r, "dlq.topic", -1, wd, sizeof(wd));
+        dd_errstr_set(ctx->errstr, ctx->errstr_size,
+                      "%s: route %s: setting dlq.topic: %s is a topic of route %s (%s): its dead "
+                      "letters would be consumed again",
+                      wd, conf->routes[r].name, dlq, conf->routes[c].name, conf->routes[c].where);
+        return DD_ERR_CONFIG;
+    }
+    return DD_OK;
+}
+
+/* The routes against each other: names, tables, topics; then the
+ * dead-letter topics against every route's topics. */
 static int dd_conf_routes_cross(dd_conf_ctx_t *ctx)
 {
     const dd_conf_t *conf = ctx->conf;
@@ -337,7 +365,7 @@ static int dd_conf_routes_cross(dd_conf_ctx_t *ctx)
             if ((err = dd_conf_routes_overlap(ctx, a, b))) return err;
         }
     }
-    return DD_OK;
+    return dd_conf_routes_dlq(ctx);
 }
 
 int dd_conf_routes_load(dd_conf_ctx_t *ctx)
@@ -346,7 +374,10 @@ int dd_conf_routes_load(dd_conf_ctx_t *ctx)
     const config_setting_t *routes;
     int n, err = DD_OK;
 
-    if (!conf->has_routes) return dd_conf_route_default(ctx);
+    if (!conf->has_routes) {
+        err = dd_conf_route_default(ctx);
+        return err ? err : dd_conf_routes_dlq(ctx);
+    }
     routes = dd_conf_routes_setting(conf);
     n = config_setting_length(routes);
     if (!(conf->routes = calloc((size_t)n, sizeof(*conf->routes)))) return dd_conf_nomem(ctx);

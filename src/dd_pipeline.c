@@ -159,9 +159,23 @@ static void dd_pipeline_route_topic(dd_pipeline_t *pl, dd_ptrack_t *pt)
     const dd_conf_t *conf = pl->conf;
     int other, r = dd_conf_route_find(conf, pt->topic, &other);
 
-    pt->route = r >= 0 && other < 0 ? r : -1;
+    char dlq[512];
+    int loop = -1, unused;
+
+    /* The dead letters of the topic must not be a topic dedupd consumes:
+     * they would come back, fail again and go round (a pattern matching
+     * "<topic>.dlq"). */
+    if (r >= 0 && other < 0 && dd_conf_dlq_topic(&conf->routes[r], pt->topic, dlq, sizeof(dlq)))
+        loop = dd_conf_route_find(conf, dlq, &unused);
+    pt->route = r >= 0 && other < 0 && loop < 0 ? r : -1;
     if (pt->route >= 0 || pl->route_err[0]) return;
-    if (r < 0)
+    if (loop >= 0)
+        snprintf(pl->route_err, sizeof(pl->route_err),
+                 "the group assigned topic %s, whose dead letters go to %s, a topic of route %s "
+                 "(%s): they would be consumed again; set the route's dlq.topic, or change the "
+                 "pattern",
+                 pt->topic, dlq, conf->routes[loop].name, conf->routes[loop].where);
+    else if (r < 0)
         snprintf(pl->route_err, sizeof(pl->route_err),
                  "the group assigned topic %s, which no route's topics match", pt->topic);
     else

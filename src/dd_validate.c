@@ -52,8 +52,10 @@ static void dd_validate_note(dd_validate_ctx_t *v, dd_validate_level_t level, co
 static const char *dd_validate_what(const dd_conf_t *conf, int r, const char *what, char *out,
                                     size_t out_size)
 {
-    if (!conf->has_routes) return what;
-    snprintf(out, out_size, "route %s: %s", conf->routes[r].name, what);
+    if (conf->has_routes)
+        snprintf(out, out_size, "route %s: %s", conf->routes[r].name, what);
+    else
+        snprintf(out, out_size, "%s", what);
     return out;
 }
 

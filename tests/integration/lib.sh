@@ -22,6 +22,7 @@
 #   tb_done
 #
 # Config knobs read by tb_config (set them before calling it):
+# A configuration with routes: tb_config_routes (below).
 #   TB_GROUP (tg)  TB_TOPIC (first mock topic)  TB_TOPICS (space separated,
 #   default TB_TOPIC)  TB_KEY (pay:${merchant_id}:${order_no})  TB_TTL (7d)
 #   TB_HANDLER ($DD_LEDGER_SO)  TB_HANDLER_CONFIG (libconfig body of
@@ -339,6 +340,37 @@ tb_config() {
   TB_CONF="$file"
 }
 
+# tb_config_routes ROUTES [extra top-level lines...]: writes TB_CONF with
+# `routes = ( ROUTES );` (the text of the route groups) where tb_config
+# writes kafka.topics, dedup, handler and dlq; the rest as tb_config
+# (TB_GROUP, TB_KAFKA_PROPS, TB_KAFKA_EXTRA, TB_WORKERS, TB_BATCH_MAX,
+# TB_BATCH_WAIT_MS).
+# TB_COUPON_SO is the coupon example handler, for routes to name.
+tb_config_routes() {
+  local routes="$1" props line
+  shift
+  [[ -n "$TB_BROKERS" ]] || tb_die "tb_config_routes needs a cluster: call tb_mock first"
+  # shellcheck disable=SC2206
+  props=(session.timeout.ms=6000 max.poll.interval.ms=10000 heartbeat.interval.ms=1000
+    ${TB_KAFKA_PROPS:-})
+  {
+    echo "# written by tests/integration/lib.sh for $TB_NAME"
+    echo "kafka = { brokers = $(_tb_str "$TB_BROKERS"); group = $(_tb_str "${TB_GROUP:-tg}");"
+    echo "          properties = $(_tb_str_list "${props[@]}");"
+    [[ -n "${TB_KAFKA_EXTRA:-}" ]] && echo "          $TB_KAFKA_EXTRA"
+    echo "};"
+    echo "mysql = { socket = $(_tb_str "$DD_TEST_MYSQL_SOCKET");"
+    echo "          user = $(_tb_str "$TB_RT_USER"); database = $(_tb_str "$TB_DB"); };"
+    echo "routes = ("
+    echo "$routes"
+    echo ");"
+    echo "batch = { max_messages = ${TB_BATCH_MAX:-500}; max_wait_ms = ${TB_BATCH_WAIT_MS:-20}; };"
+    echo "workers = ${TB_WORKERS:-2};"
+    for line in "$@"; do echo "$line"; done
+  } >"$TB_CONF"
+}
+TB_COUPON_SO=${DD_LEDGER_SO:+$(dirname "$DD_LEDGER_SO")/coupon.so}
+
 # tb_run [args]: dedupd run --exit-at-end on TB_CONF; returns its exit code.
 tb_run() {
   local rc=0 secs log="$TB_DIR/run.log" start
@@ -364,6 +396,13 @@ tb_run() {
 tb_summary() {
   tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log" |
     awk -v f="$1" '/^summary / { v = "" ; for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }'
+}
+
+# tb_summary_route ROUTE FIELD: a field of the "summary_route route=ROUTE
+# ..." line the last tb_run printed (a configuration with routes).
+tb_summary_route() {
+  tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log" |
+    awk -v r="route=$1" -v f="$2" '/^summary_route / && $2 == r { v = "" ; for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }'
 }
 
 # tb_summary_sum FIELD LOG...: FIELD of the summary lines in the LOG files
