@@ -159,14 +159,18 @@ static void dd_pipeline_route_topic(dd_pipeline_t *pl, dd_ptrack_t *pt)
     const dd_conf_t *conf = pl->conf;
     int other, r = dd_conf_route_find(conf, pt->topic, &other);
 
-    char dlq[512];
+    char dlq[512], dlq2[512];
     int loop = -1, unused;
 
-    /* The dead letters of the topic must not be a topic dedupd consumes:
-     * they would come back, fail again and go round (a pattern matching
-     * "<topic>.dlq"). */
-    if (r >= 0 && other < 0 && dd_conf_dlq_topic(&conf->routes[r], pt->topic, dlq, sizeof(dlq)))
-        loop = dd_conf_route_find(conf, dlq, &unused);
+    /* The dead letters of the topic must not come round: a topic whose
+     * dead letters go to a topic dedupd consumes, whose own go to one it
+     * consumes too (a pattern matching "<topic>.dlq", "<topic>.dlq.dlq",
+     * ...), would send a poison message round for ever. */
+    if (r >= 0 && other < 0 && dd_conf_dlq_topic(&conf->routes[r], pt->topic, dlq, sizeof(dlq)) &&
+        (loop = dd_conf_route_find(conf, dlq, &unused)) >= 0 &&
+        (!dd_conf_dlq_topic(&conf->routes[loop], dlq, dlq2, sizeof(dlq2)) ||
+         dd_conf_route_find(conf, dlq2, &unused) < 0))
+        loop = -1;
     pt->route = r >= 0 && other < 0 && loop < 0 ? r : -1;
     if (pt->route >= 0 || pl->route_err[0]) return;
     if (loop >= 0)

@@ -25,7 +25,7 @@ static void dd_pipeline_dlq_suppressed(dd_reason_t reason, uint64_t n)
     dd_log(DD_LOG_WARN,
            "%llu more dead letter(s) of reason %s were not logged (at most %d lines per reason "
            "per %d s); each is in the dead-letter topic and counted in "
-           "dedupd_dead_letters_total{reason=\"%s\"}.",
+           "dedupd_dead_letters_total{reason=\"%s\"} (by route).",
            (unsigned long long)n, dd_reason2str(reason), DD_PIPELINE_DLQ_LINES,
            DD_PIPELINE_DLQ_WINDOW_MS / 1000, dd_reason2str(reason));
 }
