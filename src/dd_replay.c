@@ -136,6 +136,15 @@ static void dd_replay_release(void *opts)
     free(((dd_replay_args_t *)opts)->parts);
 }
 
+/* --route naming no route is a usage error, as a bad argument. */
+static int dd_replay_route_unknown(const dd_conf_t *conf, const dd_replay_args_t *args)
+{
+    if (!args->route || dd_conf_route_named(conf, args->route) >= 0) return 0;
+    dd_log(DD_LOG_ERROR, "dedupd replay: --route %s: %s has no route of that name", args->route,
+           conf->path);
+    return 1;
+}
+
 static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
 {
     dd_replay_t *rp = NULL;
@@ -144,6 +153,7 @@ static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
     int rc, arc, complete;
 
     dd_signals_install();
+    if (dd_replay_route_unknown(conf, opts)) return DD_EXIT_USAGE;
     rp = calloc(1, sizeof(*rp));
     if (!rp) {
         fprintf(stderr, "dedupd replay: out of memory\n");
@@ -221,7 +231,8 @@ const dd_cmd_t dd_cmd_replay = {
         "Exit status:\n"
         "  0  the report was written (with --fail-on-findings: and it has no findings)\n"
         "  1  an error, or interrupted (the report covers what was read)\n"
-        "  2  usage error, an empty or inverted range included\n"
+        "  2  usage error, an empty or inverted range included, or no route of that\n"
+        "     name\n"
         "  3  --fail-on-findings, and the report has findings\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_replay_args_t),
