@@ -100,23 +100,37 @@ void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state)
 
 /* ---- the connection ---- */
 
-/* The handler's state for the lane's current connection (conn_init). */
-static int dd_lane_conn_open(dd_lane_t *lane, char *errstr, size_t errstr_size)
-{
-    int rc = dd_handler_conn_init(lane->group->h, dd_db_mysql(lane->db), &lane->hconn, errstr,
-                                  errstr_size);
-
-    lane->hconn_open = rc == DD_OK;
-    return rc;
-}
-
-/* Before the connection goes away: the handler frees its state for it. */
+/* Before the connection goes away: each handler frees its state for it,
+ * in the reverse order of their conn_init. */
 static void dd_lane_conn_close(dd_lane_t *lane)
 {
-    if (!lane->hconn_open) return;
-    dd_handler_conn_fini(lane->group->h, dd_db_mysql(lane->db), lane->hconn);
-    lane->hconn = NULL;
-    lane->hconn_open = 0;
+    const dd_routes_t *routes = lane->group->routes;
+
+    for (int r = routes->cnt; r-- > 0;) {
+        if (!lane->hconn_open[r]) continue;
+        dd_handler_conn_fini(routes->route[r].h, dd_db_mysql(lane->db), lane->hconn[r]);
+        lane->hconn[r] = NULL;
+        lane->hconn_open[r] = 0;
+    }
+    lane->conn_ready = 0;
+}
+
+/* Every route's handler's state for the lane's current connection
+ * (conn_init, in the routes' order). When one fails, those made are
+ * given back. */
+static int dd_lane_conn_open(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    const dd_routes_t *routes = lane->group->routes;
+    int rc = DD_OK;
+
+    for (int r = 0; !rc && r < routes->cnt; r++) {
+        rc = dd_handler_conn_init(routes->route[r].h, dd_db_mysql(lane->db), &lane->hconn[r],
+                                  errstr, errstr_size);
+        lane->hconn_open[r] = rc == DD_OK;
+    }
+    if (rc) dd_lane_conn_close(lane);
+    lane->conn_ready = rc == DD_OK;
+    return rc;
 }
 
 /* ---- retries ---- */
@@ -148,7 +162,7 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     dd_lane_set_state(lane, DD_LANE_DB_BACKOFF);
     for (;;) {
         if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard)) return DD_OK;
-        if (lane->hconn_open && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
+        if (lane->conn_ready && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
             return DD_OK;
         dd_lane_conn_close(lane);
         rc = dd_db_reconnect(lane->db, err, sizeof(err));
@@ -189,6 +203,10 @@ static void dd_lane_carry(dd_stats_t *to, const dd_stats_t *from)
     to->retries += from->retries;
     to->claim_races += from->claim_races;
     to->batch_declined += from->batch_declined;
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++) {
+        to->route[r].retries += from->route[r].retries;
+        to->route[r].batch_declined += from->route[r].batch_declined;
+    }
 }
 
 /* Runs a whole batch to completion: replays on database errors, commits
@@ -209,8 +227,8 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
      * hash that was not computed. */
     for (size_t i = 0; i < n; i++) {
         if (items[i]->hashed) continue;
-        if (dd_hash_payload(group->hspec, items[i]->rkm->payload, items[i]->rkm->len,
-                            items[i]->hash) != DD_OK) {
+        if (dd_hash_payload(group->routes->route[items[i]->route].hspec, items[i]->rkm->payload,
+                            items[i]->rkm->len, items[i]->hash) != DD_OK) {
             dd_lanes_set_fatal(lane->group, lane->idx,
                                "cannot compute a request hash (out of memory or a "
                                "libcrypto error)");
@@ -347,7 +365,9 @@ int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
 {
     int rc = dd_db_new(&lane->db, lane->group->conf, errstr, errstr_size);
 
-    if (!rc) rc = dd_claim_require(lane->db, &lane->group->copts, errstr, errstr_size);
+    if (!rc)
+        rc = dd_claim_require(lane->db, &lane->group->copts[lane->group->need_route], errstr,
+                              errstr_size);
     if (!rc) rc = dd_lane_conn_open(lane, errstr, errstr_size);
     if (rc) return rc;
     if (pthread_create(&lane->thr, NULL, dd_lane_main, lane) != 0) {

@@ -43,6 +43,12 @@ enum {
     dd_log_msg((level), rd_kafka_topic_name((item)->rkm->rkt), (item)->rkm->partition,             \
                (item)->rkm->offset, (item)->key, __VA_ARGS__)
 
+/* The item's route: its handler, hash specification and counters. */
+static const dd_route_t *dd_lane_ext_route(const dd_lane_t *lane, const dd_item_t *item)
+{
+    return &lane->group->routes->route[item->route];
+}
+
 /* ---- waiting ---- */
 
 static void dd_lane_ext_park(dd_lane_t *lane, dd_item_t *item, int64_t wait_ms)
@@ -196,7 +202,8 @@ static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
         item->ext_step = DD_STEP_ACT;
         if (!c.taken_over) return DD_EXT_NEXT;
         d->ext_takeovers++;
-        if (dd_handler_has_reconcile(group->h)) item->ext_step = DD_STEP_RECONCILE;
+        if (dd_handler_has_reconcile(dd_lane_ext_route(lane, item)->h))
+            item->ext_step = DD_STEP_RECONCILE;
         dd_lane_ext_log(DD_LOG_INFO, item,
                         "Took the key over from %s (token %lld -> %lld, it was %s)%s.",
                         c.prev_owner[0] ? c.prev_owner : "an unknown owner",
@@ -210,9 +217,11 @@ static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     case DD_EXTERNAL_APPLIED:
         item->outcome = DD_OUT_DUPLICATE;
         d->duplicates++;
+        d->route[item->route].duplicates++;
         return DD_EXT_DONE;
     case DD_EXTERNAL_CONFLICT:
         d->conflicts++;
+        d->route[item->route].conflicts++;
         dd_lane_ext_dlq(item, DD_REASON_CONFLICT, "%s",
                         "business key already recorded with other content");
         return DD_EXT_DONE;
@@ -243,7 +252,7 @@ static int dd_lane_ext_reconcile(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d
 
     if (!dd_lane_ext_held(lane, item))
         return dd_lane_ext_lost(lane, item, "before asking reconcile()", d);
-    out = dd_handler_reconcile(lane->group->h, item->key, item->fence, &res);
+    out = dd_handler_reconcile(dd_lane_ext_route(lane, item)->h, item->key, item->fence, &res);
     d->ext_reconciled[out]++;
     if (out == DEDUPD_DONE) {
         dd_lane_ext_log(DD_LOG_INFO, item,
@@ -279,7 +288,7 @@ static int dd_lane_ext_act(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     if (!dd_lane_ext_held(lane, item))
         return dd_lane_ext_lost(lane, item, "before calling act()", d);
     dd_lane_ext_msg(item, &msg);
-    st = dd_handler_act(lane->group->h, &msg, &res);
+    st = dd_handler_act(dd_lane_ext_route(lane, item)->h, &msg, &res);
     if (st == DEDUPD_OK) {
         dd_lane_ext_applied(item, res.response, res.error);
         return DD_EXT_NEXT;
@@ -287,6 +296,7 @@ static int dd_lane_ext_act(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     if (st == DEDUPD_REJECT) return dd_lane_ext_give_up(item, DD_REASON_REJECTED, "%s", res.error);
     item->attempts++;
     d->retries++;
+    d->route[item->route].retries++;
     dd_lane_ext_log(DD_LOG_INFO, item, "Handler asked to retry (attempt %d): %s", item->attempts,
                     res.error);
     if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
@@ -336,6 +346,7 @@ static int dd_lane_ext_finish_failed(dd_lane_t *lane, dd_item_t *item, dedupd_st
                                    why);
     item->attempts++;
     d->retries++;
+    d->route[item->route].retries++;
     dd_lane_ext_log(DD_LOG_INFO, item, "finish() asked to retry (attempt %d): %s", item->attempts,
                     why);
     if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
@@ -348,18 +359,19 @@ static int dd_lane_ext_finish_failed(dd_lane_t *lane, dd_item_t *item, dedupd_st
 static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 {
     dd_lanes_t *group = lane->group;
+    dd_handler_t *h = dd_lane_ext_route(lane, item)->h;
     int applied = item->outcome == DD_OUT_APPLIED, held = 0, rc;
     dedupd_status st = DEDUPD_OK;
     char err[1024], why[256] = "";
 
     if (!dd_lane_ext_held(lane, item)) return dd_lane_ext_lost(lane, item, "before finishing", d);
-    if (applied && dd_handler_has_finish(group->h)) {
+    if (applied && dd_handler_has_finish(h)) {
         dedupd_result res = {.response = item->response};
         dedupd_msg msg;
 
         dd_lane_ext_msg(item, &msg);
-        rc = dd_external_finish_txn(lane->db, &group->xopts, group->h, &msg, &res, &held, &st,
-                                    &lane->sql, err, sizeof(err));
+        rc = dd_external_finish_txn(lane->db, &group->xopts, h, &msg, &res, &held, &st, &lane->sql,
+                                    err, sizeof(err));
         item->response = res.response;
         snprintf(why, sizeof(why), "%s", res.error);
     } else
@@ -374,7 +386,10 @@ static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     dd_lane_ext_drop_claim(lane, item);
     free(item->response);
     item->response = NULL;
-    if (applied) d->applied++;
+    if (applied) {
+        d->applied++;
+        d->route[item->route].applied++;
+    }
     return DD_EXT_DONE;
 }
 
@@ -433,8 +448,8 @@ static int dd_lane_ext_run(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 static int dd_lane_ext_hash(dd_lane_t *lane, dd_item_t *item)
 {
     if (item->hashed) return 0;
-    if (dd_hash_payload(lane->group->hspec, item->rkm->payload, item->rkm->len, item->hash) !=
-        DD_OK) {
+    if (dd_hash_payload(dd_lane_ext_route(lane, item)->hspec, item->rkm->payload, item->rkm->len,
+                        item->hash) != DD_OK) {
         dd_lanes_set_fatal(lane->group, lane->idx,
                            "cannot compute a request hash (out of memory or a libcrypto error)");
         return -1;

@@ -23,9 +23,11 @@ typedef struct dd_lane_s dd_lane_t;
 
 struct dd_lanes_s {
     const dd_conf_t *conf;
-    dd_handler_t *h;
-    dd_hash_spec_t *hspec; /* the lanes hash what the consumer could not */
-    dd_claim_opts_t copts;
+    const dd_routes_t *routes; /* each item's key, hash and handler; the lanes hash what the
+                                  consumer could not */
+    dd_claim_opts_t copts[DD_CONF_ROUTE_MAX]; /* per route: its dedup table */
+    int need_route;                           /* the route whose rows may be the largest */
+    int batch[DD_CONF_ROUTE_MAX];             /* the route's handler takes handle_batch() */
     char owner[128];
     /* a handler in external mode (dd_lane_ext.c): its options and the
      * renewer of the lanes' claims; lease NULL in local mode */
@@ -80,8 +82,9 @@ struct dd_lane_s {
 
     /* the lane thread's own */
     dd_db_t *db;
-    void *hconn;    /* the handler's state for db (dd_handler_conn_init) */
-    int hconn_open; /* dd_handler_conn_init succeeded on db: conn_fini is owed */
+    void *hconn[DD_CONF_ROUTE_MAX];    /* each route's handler's state for db (conn_init) */
+    int hconn_open[DD_CONF_ROUTE_MAX]; /* its conn_init succeeded on db: conn_fini is owed */
+    int conn_ready;                    /* every route's conn_init succeeded on db */
     dd_buf_t sql;
     dd_item_t **batch;
     dd_claim_t *claims;
@@ -96,6 +99,7 @@ struct dd_lane_s {
     unsigned long commits;
     int fault_rollback; /* DEDUPD_TEST_FAULTS=rollback_after_handler */
     dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
+    int declined_route; /* whose handle_batch() declined the last batched attempt */
     /* handle_batch() arguments, batch.max_messages each */
     dedupd_msg *msgs;
     const dedupd_msg **msgv;

@@ -172,22 +172,22 @@ static int dd_reconcile_pass(dd_reconcile_pass_t *p, char *errstr, size_t errstr
     return rc;
 }
 
-int dd_reconcile_check_table(dd_db_t *db, const dd_conf_t *conf, int *index, char *errstr,
+int dd_reconcile_check_table(dd_db_t *db, const dd_conf_route_t *route, int *index, char *errstr,
                              size_t errstr_size)
 {
     int version = 0, rc;
 
     *index = 0;
-    rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, errstr, errstr_size);
+    rc = dd_migrate_version(dd_db_mysql(db), route->dedup.table, &version, errstr, errstr_size);
     if (!rc && version < 2) {
         dd_errstr_set(errstr, errstr_size,
                       "dedup table %s is at schema version %d; a handler in external mode "
                       "needs version 2 (the fence column): run `dedupd migrate`",
-                      conf->dedup.table, version);
+                      route->dedup.table, version);
         rc = DD_ERR_CONFIG;
     }
     if (!rc)
-        rc = dd_migrate_processing_index(dd_db_mysql(db), conf->dedup.table, 0, index, errstr,
+        rc = dd_migrate_processing_index(dd_db_mysql(db), route->dedup.table, 0, index, errstr,
                                          errstr_size);
     return rc;
 }
@@ -209,14 +209,15 @@ static void dd_reconcile_background_pass(dd_reconcile_t *scan)
     else
         rc = DD_OK;
     p.db = scan->db;
-    dd_external_opts_init(&p.opts, scan->conf, scan->owner);
+    dd_external_opts_init(&p.opts, scan->conf, &scan->conf->routes[0], scan->owner);
     if (!rc) rc = dd_external_stuck_count(scan->db, &p.opts, &stuck, &oldest, err, sizeof(err));
     if (!rc && scan->publish) scan->publish(scan->opaque, stuck, oldest);
     if (!rc && stuck > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
     dd_buf_release(&p.sql);
     if (rc) {
         dd_log(DD_LOG_WARN, "Compensation scan of %s failed, trying again in %lld ms: %s",
-               scan->conf->dedup.table, (long long)scan->conf->external.scan_interval_ms, err);
+               scan->conf->routes[0].dedup.table, (long long)scan->conf->external.scan_interval_ms,
+               err);
         dd_db_destroy(scan->db); /* the next pass starts on a fresh connection */
         scan->db = NULL;
         return;
@@ -225,8 +226,8 @@ static void dd_reconcile_background_pass(dd_reconcile_t *scan)
         dd_log(DD_LOG_INFO,
                "Compensation scan of %s: %lld row(s) past their lease; %zu old enough to "
                "settle: %zu applied, %zu marked failed, %zu left processing, %zu skipped.",
-               scan->conf->dedup.table, (long long)stuck, p.sum.rows, p.sum.applied, p.sum.failed,
-               p.sum.left, p.sum.skipped);
+               scan->conf->routes[0].dedup.table, (long long)stuck, p.sum.rows, p.sum.applied,
+               p.sum.failed, p.sum.left, p.sum.skipped);
 }
 
 static void *dd_reconcile_thread_main(void *arg)
@@ -352,8 +353,9 @@ static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
 
     gethostname(host, sizeof(host) - 1);
     snprintf(owner, sizeof(owner), "%s:%d reconcile", host, (int)getpid());
-    dd_external_opts_init(&p.opts, conf, owner);
-    rc = dd_handler_load(&p.h, conf->handler.path, conf->handler.config, err, sizeof(err));
+    dd_external_opts_init(&p.opts, conf, &conf->routes[0], owner);
+    rc = dd_handler_load(&p.h, conf->routes[0].handler.path, conf->routes[0].handler.config, err,
+                         sizeof(err));
     if (!rc && dd_handler_mode(p.h) != DEDUPD_MODE_EXTERNAL) {
         dd_errstr_set(err, sizeof(err),
                       "handler %s is in local mode: its keys are never left processing, "
@@ -363,8 +365,9 @@ static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
     }
     if (!rc) rc = dd_db_new(&p.db, conf, err, sizeof(err));
     if (!rc)
-        rc = dd_migrate_check_key_format(dd_db_mysql(p.db), conf->dedup.table, err, sizeof(err));
-    if (!rc) rc = dd_reconcile_check_table(p.db, conf, &index, err, sizeof(err));
+        rc = dd_migrate_check_key_format(dd_db_mysql(p.db), conf->routes[0].dedup.table, err,
+                                         sizeof(err));
+    if (!rc) rc = dd_reconcile_check_table(p.db, &conf->routes[0], &index, err, sizeof(err));
     if (!rc) rc = dd_reconcile_cmd_pass(&p, err, sizeof(err));
     if (rc) fprintf(stderr, "dedupd reconcile: %s\n", err);
     dd_buf_release(&p.sql);

@@ -48,10 +48,10 @@ void dd_reconcile_stop(dd_reconcile_t *scan);
 void dd_reconcile_destroy(dd_reconcile_t *scan);
 
 /* What `dedupd run` checks at start for a handler in external mode: the
- * dedup table has the fence column (schema version 2; DD_ERR_CONFIG saying
+ * route's dedup table has the fence column (schema version 2; DD_ERR_CONFIG saying
  * to run `dedupd migrate` when not), and *index whether it has the index
  * of processing rows the scan reads. */
-int dd_reconcile_check_table(dd_db_t *db, const dd_conf_t *conf, int *index, char *errstr,
+int dd_reconcile_check_table(dd_db_t *db, const dd_conf_route_t *route, int *index, char *errstr,
                              size_t errstr_size);
 
 #endif /* DD_RECONCILE_H */

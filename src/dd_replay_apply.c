@@ -15,20 +15,22 @@
 
 int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
-    const dd_conf_t *conf = rp->conf;
-    int rc;
+    int rc = DD_OK;
 
-    rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
-    if (!rc && dd_handler_mode(rp->h) == DEDUPD_MODE_EXTERNAL) {
+    /* the routes' handlers were loaded with the routes (dd_replay_setup) */
+    for (int r = 0; !rc && r < rp->routes->cnt; r++) {
+        dd_handler_t *h = rp->routes->route[r].h;
+        if ((rp->only >= 0 && r != rp->only) || dd_handler_mode(h) != DEDUPD_MODE_EXTERNAL)
+            continue;
         /* Its report has no verdict for a key in progress under a live claim. */
         dd_errstr_set(errstr, errstr_size,
                       "replay --apply does not run handlers in external mode (%s): replay "
                       "without --apply reports the missing keys; produce their messages again "
                       "for dedupd run, and settle keys left processing with dedupd reconcile",
-                      dd_handler_name(rp->h));
+                      dd_handler_name(h));
         rc = DD_ERR_CONFIG;
     }
-    if (!rc) rc = dd_lanes_new(&rp->lanes, conf, rp->h, 1, "replay", errstr, errstr_size);
+    if (!rc) rc = dd_lanes_new(&rp->lanes, rp->conf, rp->routes, 1, "replay", errstr, errstr_size);
     if (!rc) rc = dd_lanes_start(rp->lanes, errstr, errstr_size);
     return rc;
 }
@@ -41,12 +43,13 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
     int rc = DD_OK, any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE biz_key IN (",
+    dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE (route, biz_key) IN (",
                   DD_RA_REPAIRED);
     for (dd_item_t *it = list; it; it = it->next) {
         if (it->outcome != DD_OUT_APPLIED) continue;
-        dd_buf_puts(&rp->sql, any++ ? "," : "");
+        dd_buf_printf(&rp->sql, "%s(%d,", any++ ? "," : "", it->route);
         dd_db_hex(&rp->sql, it->key, it->key_len);
+        dd_buf_puts(&rp->sql, ")");
     }
     dd_buf_puts(&rp->sql, ")");
     if (any) rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
@@ -63,7 +66,7 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
         } else {
             dd_buf_puts(&rp->sql, "NULL");
         }
-        dd_buf_puts(&rp->sql, " WHERE biz_key = ");
+        dd_buf_printf(&rp->sql, " WHERE route = %d AND biz_key = ", it->route);
         dd_db_hex(&rp->sql, it->key, it->key_len);
         rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
     }

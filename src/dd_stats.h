@@ -40,6 +40,16 @@ extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
  * longer. */
 #define DD_LATENCY_BUCKETS 128
 
+/* Most routes counted apart (dd_conf.h's DD_CONF_ROUTE_MAX fits). */
+#define DD_STATS_ROUTE_MAX 32
+
+/* The counters of one route: its share of the totals of dd_stats_t of
+ * the same names, so the routes' counters add up to them. */
+typedef struct {
+    uint64_t messages, applied, duplicates, conflicts, retries, batched, batch_declined;
+    uint64_t dead_letters[DD_REASON_CNT];
+} dd_route_stats_t;
+
 typedef struct {
     uint64_t messages;   /* consumed, each counted once */
     uint64_t applied;    /* handler OK, committed */
@@ -53,6 +63,9 @@ typedef struct {
     uint64_t batch_declined; /* handle_batch() declined: went message by message */
     uint64_t claim_races;    /* a deferred claim lost to another consumer: batch replayed */
     uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
+    /* the same counters per route (the index of conf->routes): wherever
+     * one of the totals above counts, its route's counter counts too */
+    dd_route_stats_t route[DD_STATS_ROUTE_MAX];
 
     /* external mode */
     uint64_t ext_waits;         /* a key in progress under another claim: the message waited */
@@ -98,6 +111,9 @@ typedef struct {
     int32_t partition;
     int64_t lag; /* high watermark minus the next offset to finish, -1 unknown */
 } dd_lag_t;
+
+/* Adds the counters of from to to. */
+void dd_route_stats_add(dd_route_stats_t *to, const dd_route_stats_t *from);
 
 /* Adds the counters and histograms of from to to (gauges stay). */
 void dd_stats_add(dd_stats_t *to, const dd_stats_t *from);

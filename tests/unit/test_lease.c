@@ -51,7 +51,7 @@ START_TEST(test_held_for_one_lease_without_renewal)
     dd_lease_hold_t *a, *b;
     int64_t t0 = dd_now_ms();
 
-    dd_external_opts_init(&opts, conf, "host:1 test");
+    dd_external_opts_init(&opts, conf, &conf->routes[0], "host:1 test");
     ck_assert_int_eq(opts.lease_ms, 1000);
     ck_assert_int_eq(dd_lease_new(&lease, conf, &opts, errstr, sizeof(errstr)), DD_OK);
     ck_assert_int_eq(dd_lease_start(lease, errstr, sizeof(errstr)), DD_OK);
@@ -80,7 +80,7 @@ START_TEST(test_destroy_unstarted)
     dd_external_opts_t opts;
     dd_lease_t *lease = NULL;
 
-    dd_external_opts_init(&opts, conf, "host:1 test");
+    dd_external_opts_init(&opts, conf, &conf->routes[0], "host:1 test");
     ck_assert_int_eq(dd_lease_new(&lease, conf, &opts, errstr, sizeof(errstr)), DD_OK);
     ck_assert_ptr_nonnull(dd_lease_hold(lease, "k:1", 3, 1, dd_now_ms()));
     dd_lease_destroy(lease);
