@@ -202,7 +202,8 @@ const dd_conf_item_t dd_conf_items[] = {
      .flags = DD_CF_ROUTE_ONLY | DD_CF_ROUTE_REQ | DD_CF_NOENV, DD_RAT("name", name),
      .size = sizeof(char *), .allowed = "[A-Za-z0-9_.-]{1,64}", .check = dd_conf_check_route_name,
      .desc = "The route's name, unique: the route label of the metrics, the route field of "
-             "the log lines, and what --route of replay, purge and stats selects."},
+             "the log lines, and what --route of replay, purge, stats and reconcile "
+             "selects."},
 
     DD_GROUP("batch", "Batching: one database transaction per batch."),
     {.path = "batch.max_messages", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
@@ -269,8 +270,9 @@ const dd_conf_item_t dd_conf_items[] = {
      DD_AT(purge.batch), .desc = "Rows deleted per purge statement."},
 
     DD_GROUP("external", "Handlers in external mode: claims with a lease, takeover and the "
-                         "compensation scan (docs/GUARANTEES.md, \"External effects\"). Unused "
-                         "by handlers in local mode."),
+                         "compensation scan (docs/GUARANTEES.md, \"External effects\"), for "
+                         "every route whose handler is in external mode. Unused by handlers in "
+                         "local mode."),
     {.path = "external.lease", .type = DD_CT_DURATION, .def = "30s", .min = DD_MS_SEC,
      .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(external.lease_ms),
      .desc = "How long a claim holds its key without being renewed, on the database's clock. "

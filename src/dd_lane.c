@@ -147,11 +147,26 @@ int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
     return ms * (80 + rand_r(&lane->seed) % 41) / 100;
 }
 
+/* The handlers' state for the connection follows it: conn_fini before
+ * the old one closes, conn_init on the new one (a lost connection there is
+ * one more retriable error). Both executors of the lane (the batch
+ * transaction and external mode's steps) reconnect through here, as the
+ * connection and every route's state on it are shared. */
+int dd_lane_reconnect(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    if (lane->conn_ready && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
+        return DD_OK;
+    dd_lane_conn_close(lane);
+    rc = dd_db_reconnect(lane->db, errstr, errstr_size);
+    if (!rc) rc = dd_lane_conn_open(lane, errstr, errstr_size);
+    if (!rc) dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
+    return rc;
+}
+
 /* Retriable database error: roll back (done), reconnect when the
- * connection is gone, back off. The handler's state for the connection
- * follows it: conn_fini before the old one closes, conn_init on the new
- * one (a lost connection there is one more retriable error). Returns 0 to
- * replay, or a fatal class. */
+ * connection is gone, back off. Returns 0 to replay, or a fatal class. */
 static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
 {
     char err[512];
@@ -162,15 +177,7 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     dd_lane_set_state(lane, DD_LANE_DB_BACKOFF);
     for (;;) {
         if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard)) return DD_OK;
-        if (lane->conn_ready && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
-            return DD_OK;
-        dd_lane_conn_close(lane);
-        rc = dd_db_reconnect(lane->db, err, sizeof(err));
-        if (!rc) rc = dd_lane_conn_open(lane, err, sizeof(err));
-        if (!rc) {
-            dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
-            return DD_OK;
-        }
+        if (!(rc = dd_lane_reconnect(lane, err, sizeof(err)))) return DD_OK;
         if (rc != DD_ERR_RETRIABLE) {
             dd_log(DD_LOG_ERROR, "Lane %d: %s", lane->idx, err);
             return rc;
@@ -283,18 +290,33 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     dd_lane_requeue(lane, items + start, n - start);
 }
 
+/* Moves the items of items[0..n) whose route is in external mode to
+ * lane->xbatch, in order, and closes the gap: the local ones stay at the
+ * head of items, in order. Returns how many moved. */
+static size_t dd_lane_split(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    size_t local = 0, x = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (lane->group->external[items[i]->route])
+            lane->xbatch[x++] = items[i];
+        else
+            items[local++] = items[i];
+    }
+    return x;
+}
+
 static void *dd_lane_main(void *arg)
 {
     dd_lane_t *lane = arg;
-    size_t n;
+    size_t n, x;
 
     while (!atomic_load(&lane->group->fatal) && !atomic_load(&lane->group->stop_hard)) {
         n = dd_lane_collect(lane);
         if (n == 0 && !lane->parked) break;
-        if (lane->group->lease)
-            dd_lane_ext_process(lane, lane->batch, n);
-        else
-            dd_lane_process(lane, lane->batch, n);
+        x = lane->group->lease ? dd_lane_split(lane, lane->batch, n) : 0;
+        if (n > x) dd_lane_process(lane, lane->batch, n - x);
+        if (lane->group->lease) dd_lane_ext_process(lane, lane->xbatch, x);
         dd_lane_set_state(lane, DD_LANE_IDLE);
     }
     dd_lane_ext_unpark(lane);
@@ -343,6 +365,7 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     pthread_mutex_init(&lane->mu, NULL);
     pthread_cond_init(&lane->cv, NULL);
     lane->batch = calloc(cap, sizeof(*lane->batch));
+    lane->xbatch = calloc(cap, sizeof(*lane->xbatch));
     lane->claims = calloc(cap, sizeof(*lane->claims));
     lane->claimv = calloc(cap, sizeof(*lane->claimv));
     lane->claimw = calloc(cap, sizeof(*lane->claimw));
@@ -350,8 +373,8 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     lane->msgs = calloc(cap, sizeof(*lane->msgs));
     lane->msgv = calloc(cap, sizeof(*lane->msgv));
     lane->results = calloc(cap, sizeof(*lane->results));
-    if (!lane->batch || !lane->claims || !lane->claimv || !lane->claimw || !lane->rows ||
-        !lane->msgs || !lane->msgv || !lane->results)
+    if (!lane->batch || !lane->xbatch || !lane->claims || !lane->claimv || !lane->claimw ||
+        !lane->rows || !lane->msgs || !lane->msgv || !lane->results)
         goto nomem;
     *lanep = lane;
     return DD_OK;
@@ -406,6 +429,7 @@ void dd_lane_destroy(dd_lane_t *lane)
     dd_db_destroy(lane->db);
     dd_buf_release(&lane->sql);
     free(lane->batch);
+    free(lane->xbatch);
     free(lane->claims);
     free(lane->claimv);
     free(lane->claimw);

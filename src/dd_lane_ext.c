@@ -1,7 +1,8 @@
 /*
- * A handler in external mode (include/dedupd/handler.h, "External mode"):
- * the lane runs each message through the protocol on its own, instead of
- * a batch transaction, because the effect happens outside the database:
+ * A route whose handler is in external mode (include/dedupd/handler.h,
+ * "External mode"): the lane runs each of its messages through the
+ * protocol on its own, instead of a batch transaction, because the effect
+ * happens outside the database:
  *
  *   claim ──owned──▶ [reconcile, after a takeover] ──▶ act ──▶ finish ──▶ done
  *     │ busy: another claim's lease runs: wait, claim again
@@ -49,6 +50,12 @@ static const dd_route_t *dd_lane_ext_route(const dd_lane_t *lane, const dd_item_
     return &lane->group->routes->route[item->route];
 }
 
+/* The statements' options of the item's route: its dedup table. */
+static const dd_external_opts_t *dd_lane_ext_opts(const dd_lane_t *lane, const dd_item_t *item)
+{
+    return &lane->group->xopts[item->route];
+}
+
 /* ---- waiting ---- */
 
 static void dd_lane_ext_park(dd_lane_t *lane, dd_item_t *item, int64_t wait_ms)
@@ -92,7 +99,7 @@ static int dd_lane_ext_lost(dd_lane_t *lane, dd_item_t *item, const char *when, 
                     "Lost the claim of this key (token %lld) %s: %s. Not going on with it; "
                     "the key is claimed again.",
                     (long long)item->fence, when, dd_lease_why(lane->group->lease, item->hold));
-    d->ext_stale++;
+    d->route[item->route].ext_stale++;
     dd_lane_ext_drop_claim(lane, item);
     free(item->response);
     item->response = NULL;
@@ -171,7 +178,7 @@ static int dd_lane_ext_busy(dd_lane_t *lane, dd_item_t *item, const dd_external_
     int64_t wait = dd_lane_backoff_ms(lane, ++item->ext_waits);
     int64_t left = (int64_t)(c->lease_left_s * 1000) + 20;
 
-    d->ext_waits++;
+    d->route[item->route].ext_waits++;
     dd_lane_ext_log(item->ext_waits == 1 ? DD_LOG_INFO : DD_LOG_DEBUG, item,
                     "Key in progress under the claim of %s (token %lld, lease %.3f s more): "
                     "this message waits.",
@@ -191,17 +198,19 @@ static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
                              .offset = item->rkm->offset};
     int64_t t0 = dd_now_ms();
     char err[512];
-    int rc = dd_external_claim(lane->db, &group->xopts, &c, &lane->sql, err, sizeof(err));
+    int rc =
+        dd_external_claim(lane->db, dd_lane_ext_opts(lane, item), &c, &lane->sql, err, sizeof(err));
 
     if (rc) return dd_lane_ext_db_error(lane, item, rc, err, d);
     item->db_errors = 0;
     switch (c.result) {
     case DD_EXTERNAL_OWNED:
         item->fence = c.fence;
-        item->hold = dd_lease_hold(group->lease, item->key, item->key_len, c.fence, t0);
+        item->hold = dd_lease_hold(group->lease, dd_lane_ext_opts(lane, item), item->key,
+                                   item->key_len, c.fence, t0);
         item->ext_step = DD_STEP_ACT;
         if (!c.taken_over) return DD_EXT_NEXT;
-        d->ext_takeovers++;
+        d->route[item->route].ext_takeovers++;
         if (dd_handler_has_reconcile(dd_lane_ext_route(lane, item)->h))
             item->ext_step = DD_STEP_RECONCILE;
         dd_lane_ext_log(DD_LOG_INFO, item,
@@ -253,7 +262,7 @@ static int dd_lane_ext_reconcile(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d
     if (!dd_lane_ext_held(lane, item))
         return dd_lane_ext_lost(lane, item, "before asking reconcile()", d);
     out = dd_handler_reconcile(dd_lane_ext_route(lane, item)->h, item->key, item->fence, &res);
-    d->ext_reconciled[out]++;
+    d->route[item->route].ext_reconciled[out]++;
     if (out == DEDUPD_DONE) {
         dd_lane_ext_log(DD_LOG_INFO, item,
                         "reconcile() says the effect happened: recording the key applied "
@@ -316,15 +325,15 @@ static int dd_lane_ext_stale(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     int64_t fence = -1;
     int status = -1;
 
-    if (dd_external_peek(lane->db, &lane->group->xopts, item->key, item->key_len, &fence, &status,
-                         owner, sizeof(owner), &lane->sql, err, sizeof(err)) != DD_OK)
+    if (dd_external_peek(lane->db, dd_lane_ext_opts(lane, item), item->key, item->key_len, &fence,
+                         &status, owner, sizeof(owner), &lane->sql, err, sizeof(err)) != DD_OK)
         snprintf(owner, sizeof(owner), "? (%.120s)", err);
     dd_lane_ext_log(DD_LOG_WARN, item,
                     "Finished nothing: the claim of this key (token %lld) was taken over "
                     "before its finish; the row carries token %lld (status %d, owner %s), "
                     "whose result stands.",
                     (long long)item->fence, (long long)fence, status, owner);
-    d->ext_stale++;
+    d->route[item->route].ext_stale++;
     dd_lane_ext_drop_claim(lane, item);
     free(item->response);
     item->response = NULL;
@@ -358,7 +367,6 @@ static int dd_lane_ext_finish_failed(dd_lane_t *lane, dd_item_t *item, dedupd_st
 
 static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 {
-    dd_lanes_t *group = lane->group;
     dd_handler_t *h = dd_lane_ext_route(lane, item)->h;
     int applied = item->outcome == DD_OUT_APPLIED, held = 0, rc;
     dedupd_status st = DEDUPD_OK;
@@ -370,13 +378,13 @@ static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
         dedupd_msg msg;
 
         dd_lane_ext_msg(item, &msg);
-        rc = dd_external_finish_txn(lane->db, &group->xopts, h, &msg, &res, &held, &st, &lane->sql,
-                                    err, sizeof(err));
+        rc = dd_external_finish_txn(lane->db, dd_lane_ext_opts(lane, item), h, &msg, &res, &held,
+                                    &st, &lane->sql, err, sizeof(err));
         item->response = res.response;
         snprintf(why, sizeof(why), "%s", res.error);
     } else
-        rc = dd_external_finish(lane->db, &group->xopts, item->key, item->key_len, item->fence,
-                                applied ? DD_ROW_APPLIED : DD_ROW_FAILED,
+        rc = dd_external_finish(lane->db, dd_lane_ext_opts(lane, item), item->key, item->key_len,
+                                item->fence, applied ? DD_ROW_APPLIED : DD_ROW_FAILED,
                                 applied ? item->response : NULL, applied ? NULL : item->error,
                                 &held, &lane->sql, err, sizeof(err));
     if (rc) return dd_lane_ext_db_error(lane, item, rc, err, d);
@@ -396,22 +404,26 @@ static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 /* ---- a message through the protocol ---- */
 
 /* Checks the connection after a database error: a lost one is opened
- * again (a failure leaves the check for the next step). */
-static void dd_lane_ext_reconnect(dd_lane_t *lane)
+ * again, with every route's handler state on it (dd_lane_reconnect). A
+ * retriable failure leaves the check for the next step; another fails the
+ * lane (DD_EXT_FATAL), as it does the batch transaction's. */
+static int dd_lane_ext_reconnect(dd_lane_t *lane)
 {
     char err[512];
+    int rc;
 
-    if (!lane->reconnect) return;
-    if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0) {
+    if (!lane->reconnect) return DD_EXT_NEXT;
+    rc = dd_lane_reconnect(lane, err, sizeof(err));
+    if (rc == DD_OK) {
         lane->reconnect = 0;
-        return;
+        return DD_EXT_NEXT;
     }
-    if (dd_db_reconnect(lane->db, err, sizeof(err)) == DD_OK) {
-        lane->reconnect = 0;
-        dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
-    } else {
-        dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
+    if (rc != DD_ERR_RETRIABLE) {
+        dd_lanes_set_fatal(lane->group, lane->idx, err);
+        return DD_EXT_FATAL;
     }
+    dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
+    return DD_EXT_NEXT;
 }
 
 /* Runs item's steps until it is done, waits or the lane fails. */
@@ -420,7 +432,7 @@ static int dd_lane_ext_run(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     int r = DD_EXT_NEXT;
 
     for (int steps = 0; r == DD_EXT_NEXT; steps++) {
-        dd_lane_ext_reconnect(lane);
+        if (dd_lane_ext_reconnect(lane) == DD_EXT_FATAL) return DD_EXT_FATAL;
         if (steps >= 16) { /* a claim lost again and again: let the others go first */
             dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, 1));
             return DD_EXT_PARK;
@@ -514,8 +526,8 @@ void dd_lane_ext_unpark(dd_lane_t *lane)
     for (item = lane->parked; item; item = next) {
         next = item->next;
         if (item->hold && dd_db_mysql(lane->db))
-            dd_external_expire(lane->db, &lane->group->xopts, item->key, item->key_len, item->fence,
-                               &held, &lane->sql, err, sizeof(err));
+            dd_external_expire(lane->db, dd_lane_ext_opts(lane, item), item->key, item->key_len,
+                               item->fence, &held, &lane->sql, err, sizeof(err));
         dd_lane_ext_drop_claim(lane, item);
         item->ext_step = DD_STEP_CLAIM;
         dd_lane_requeue(lane, &item, 1);

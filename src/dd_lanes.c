@@ -176,11 +176,14 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
             lanes->need_route = r;
         lanes->batch[r] = rt->conf->handler.batch && dd_handler_has_batch(rt->h);
     }
-    /* External mode: the one route of a configuration without routes
-     * (dd_validate_conf refuses it in a configuration with routes). */
-    dd_external_opts_init(&lanes->xopts, conf, routes->route[0].conf, lanes->owner);
-    if (dd_handler_mode(routes->route[0].h) == DEDUPD_MODE_EXTERNAL)
-        rc = dd_lease_new(&lanes->lease, conf, &lanes->xopts, errstr, errstr_size);
+    /* Each route's handler decides its mode; one renewer serves every
+     * route in external mode. */
+    for (int r = 0; r < routes->cnt; r++) {
+        lanes->external[r] = dd_handler_mode(routes->route[r].h) == DEDUPD_MODE_EXTERNAL;
+        dd_external_opts_init(&lanes->xopts[r], conf, routes->route[r].conf, lanes->owner);
+        if (!rc && lanes->external[r] && !lanes->lease)
+            rc = dd_lease_new(&lanes->lease, conf, errstr, errstr_size);
+    }
     for (int i = 0; !rc && i < lanes->n; i++)
         rc = dd_lane_new(&lanes->lane[i], lanes, i, errstr, errstr_size);
     if (rc) {

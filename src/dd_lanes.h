@@ -14,6 +14,14 @@
  * all in the one transaction. Every lane's connection gets the handler
  * state of every route (conn_init per route and connection).
  *
+ * A route whose handler is in external mode (include/dedupd/handler.h)
+ * takes no part in that transaction: the lane splits each batch it
+ * collects by the mode of each message's route, runs the local ones as
+ * above and the external ones one by one through claim, act and finish
+ * (dd_lane_ext.c), where a message that must wait is set aside without
+ * holding up the others. A route's messages are always of one mode, so
+ * the order of one key's messages is kept either way.
+ *
  * Threads: one thread, the consumer's, pushes items and takes finished
  * ones back (dd_lanes_take_done); it owns an item again once it took it.
  * dd_lanes_stats() may be called from any thread.

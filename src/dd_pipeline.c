@@ -587,7 +587,8 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *co
         return DD_ERR_NOMEM;
     }
     pl->conf = conf;
-    pl->stats.processing_stuck = -1; /* unknown until a compensation scan counts */
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++)
+        pl->stats.processing_stuck[r] = -1; /* unknown until a compensation scan counts */
     pthread_mutex_init(&pl->mu, NULL);
     rc = dd_routes_new(&pl->routes, conf, hs, errstr, errstr_size);
     if (!rc)
@@ -613,11 +614,12 @@ void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
     dd_lanes_stats(pl->lanes, out);
 }
 
-void dd_pipeline_set_processing(dd_pipeline_t *pl, int64_t stuck, double oldest_s)
+void dd_pipeline_set_processing(dd_pipeline_t *pl, int route, int64_t stuck, double oldest_s)
 {
+    if (route < 0 || route >= DD_STATS_ROUTE_MAX) return;
     pthread_mutex_lock(&pl->mu);
-    pl->stats.processing_stuck = stuck;
-    pl->stats.processing_oldest_s = oldest_s;
+    pl->stats.processing_stuck[route] = stuck;
+    pl->stats.processing_oldest_s[route] = oldest_s;
     pthread_mutex_unlock(&pl->mu);
 }
 

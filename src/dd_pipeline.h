@@ -40,9 +40,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
 /* A consistent copy of the counters and gauges (any thread). */
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out);
 
-/* Sets the gauges of stuck processing rows (external mode), which the
- * compensation scan counts (any thread). */
-void dd_pipeline_set_processing(dd_pipeline_t *pl, int64_t stuck, double oldest_s);
+/* Sets the gauges of stuck processing rows of route's dedup table (an
+ * index of conf->routes; external mode), which the compensation scan
+ * counts (any thread). */
+void dd_pipeline_set_processing(dd_pipeline_t *pl, int route, int64_t stuck, double oldest_s);
 
 /* Copies the consumer lag of the assigned partitions (refreshed by the main
  * loop every few seconds) into out; returns how many there are, which may

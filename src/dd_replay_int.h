@@ -171,6 +171,8 @@ int dd_replay_message(dd_replay_t *rp, const dd_replay_part_t *pt, rd_kafka_mess
 int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size);
 
 /* dd_replay_apply.c */
+/* 1 when route's handler is in external mode (--apply leaves its keys). */
+int dd_replay_apply_external(const dd_replay_t *rp, int route);
 int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size);
 int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, size_t errstr_size);
 int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, size_t errstr_size);

@@ -342,8 +342,8 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
     return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
 }
 
-/* Hands the first message of each key that needs repair to the lane; frees
- * the rest of the batch. */
+/* Hands the first message of each key that needs repair to the lane (not
+ * those of a route in external mode); frees the rest of the batch. */
 static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
 {
     int rc = DD_OK;
@@ -354,6 +354,7 @@ static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t er
         dd_replay_status_t st;
         if (k->seen) continue;
         st = dd_replay_judge(rp, k, &reason);
+        if (dd_replay_apply_external(rp, k->first->route)) continue; /* reported only */
         if (st == DD_RS_MISSING ||
             (st == DD_RS_FAILED && rp->conf->routes[k->first->route].dedup.retry_failed)) {
             rp->batch[k->first->seq] = NULL;

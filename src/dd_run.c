@@ -2,8 +2,8 @@
  * `dedupd run`: the consumer, with what runs beside it. Validates the
  * configuration as `dedupd check` does, makes sure the dedup table holds
  * keys of this dedupd's format, then runs the pipeline with the HTTP
- * endpoint, the background purge and, for a handler in external mode, the
- * compensation scan until SIGTERM/SIGINT (or, with
+ * endpoint, the background purge and, when some route's handler is in
+ * external mode, the compensation scan until SIGTERM/SIGINT (or, with
  * --exit-at-end, until every assigned partition is applied and committed),
  * and prints a summary line on stdout.
  */
@@ -152,9 +152,9 @@ static void dd_run_report(void *opaque, dd_validate_level_t level, const char *w
 }
 
 /* The compensation scan's gauges go with the pipeline's stats. */
-static void dd_run_publish_stuck(void *opaque, int64_t stuck, double oldest_s)
+static void dd_run_publish_stuck(void *opaque, int route, int64_t stuck, double oldest_s)
 {
-    dd_pipeline_set_processing(opaque, stuck, oldest_s);
+    dd_pipeline_set_processing(opaque, route, stuck, oldest_s);
 }
 
 /* "a,b" for route r's topics. */
@@ -235,8 +235,8 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
     if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
     if (!rc) rc = dd_purge_start(purge, err, sizeof(err));
-    if (!rc && dd_handler_mode(hs[0]) == DEDUPD_MODE_EXTERNAL)
-        rc = dd_reconcile_new(&scan, conf, hs[0], dd_run_publish_stuck, pl, err, sizeof(err));
+    if (!rc && dd_reconcile_needed(conf, hs))
+        rc = dd_reconcile_new(&scan, conf, hs, dd_run_publish_stuck, pl, err, sizeof(err));
     if (!rc && scan) rc = dd_reconcile_start(scan, err, sizeof(err));
     if (!rc) {
         rc = dd_pipeline_run(pl, o->exit_at_end, &dd_stop_requested, err, sizeof(err));

@@ -44,10 +44,17 @@ extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
 #define DD_STATS_ROUTE_MAX 32
 
 /* The counters of one route: its share of the totals of dd_stats_t of
- * the same names, so the routes' counters add up to them. */
+ * the same names, so the routes' counters add up to them; and external
+ * mode's, a route's own (its handler's mode), kept only here. */
 typedef struct {
     uint64_t messages, applied, duplicates, conflicts, retries, batched, batch_declined;
     uint64_t dead_letters[DD_REASON_CNT];
+
+    /* external mode */
+    uint64_t ext_waits;         /* a key in progress under another claim: the message waited */
+    uint64_t ext_takeovers;     /* claims taken over after their lease ran out */
+    uint64_t ext_reconciled[3]; /* reconcile() answers, by dedupd_outcome */
+    uint64_t ext_stale;         /* claims lost before finishing: nothing finished */
 } dd_route_stats_t;
 
 typedef struct {
@@ -66,12 +73,6 @@ typedef struct {
     /* the same counters per route (the index of conf->routes): wherever
      * one of the totals above counts, its route's counter counts too */
     dd_route_stats_t route[DD_STATS_ROUTE_MAX];
-
-    /* external mode */
-    uint64_t ext_waits;         /* a key in progress under another claim: the message waited */
-    uint64_t ext_takeovers;     /* claims taken over after their lease ran out */
-    uint64_t ext_reconciled[3]; /* reconcile() answers, by dedupd_outcome */
-    uint64_t ext_stale;         /* claims lost before finishing: nothing finished */
 
     /* committed batch durations (claim transaction, handler included) */
     uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
@@ -93,10 +94,12 @@ typedef struct {
     int64_t last_loop_ms;   /* dd_now_ms() of the main loop's last turn */
     int64_t last_finish_ms; /* dd_now_ms() when a message last finished */
     int running;            /* 1 between start and shutdown */
-    /* external mode, from the compensation scan: processing rows past their
-     * lease, and how long the oldest is past it; -1 until a scan counted */
-    int64_t processing_stuck;
-    double processing_oldest_s;
+    /* external mode, from the compensation scan, per route (the index of
+     * conf->routes): processing rows of its table past their lease, and how
+     * long the oldest is past it; -1 until a scan counted (always, for a
+     * route in local mode) */
+    int64_t processing_stuck[DD_STATS_ROUTE_MAX];
+    double processing_oldest_s[DD_STATS_ROUTE_MAX];
 
     /* shutdown: messages given up unfinished (their offsets are not
      * committed, so they come again), and how many of them only waited

@@ -199,12 +199,7 @@ int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hs, dd_validate_repor
          * when two routes name one file (dlopen counts the references). */
         dd_validate_what(conf, r, "handler", what, sizeof(what));
         rc = dd_handler_load(&hs[r], hc->path, hc->config, err, sizeof(err));
-        if (rc == DD_OK && conf->has_routes && dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL)
-            dd_validate_note(&v, DD_VALIDATE_FAIL, what, DD_ERR_CONFIG,
-                             "%s (%s) is in external mode, which a configuration with routes "
-                             "does not run",
-                             dd_handler_name(hs[r]), hc->path);
-        else if (rc == DD_OK)
+        if (rc == DD_OK)
             dd_validate_note(&v, DD_VALIDATE_OK, what, 0, "%s (%s), ABI version %d%s",
                              dd_handler_name(hs[r]), hc->path, DEDUPD_HANDLER_ABI_VERSION,
                              dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL ? ", external mode"

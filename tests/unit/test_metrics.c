@@ -125,39 +125,47 @@ START_TEST(test_counters_exact)
 }
 END_TEST
 
-/* External mode: its counters always, the stuck-row gauges only once a
- * compensation scan counted (processing_stuck >= 0). */
+/* External mode: its counters per route always, the stuck-row gauges of a
+ * route only once a compensation scan counted its table
+ * (processing_stuck >= 0): a route in local mode has none. */
 START_TEST(test_external_metrics)
 {
+    static const char *const routes[] = {"payments", "notify"};
     dd_stats_t s;
     char *text, v[64];
 
     memset(&s, 0, sizeof(s));
-    s.ext_waits = 5;
-    s.ext_takeovers = 2;
-    s.ext_reconciled[0] = 1;
-    s.ext_reconciled[2] = 3;
-    s.ext_stale = 1;
-    s.route[0].dead_letters[DD_REASON_UNRESOLVED] = 4;
-    s.processing_stuck = -1;
-    text = render(&s, NULL, 0);
-    ck_sample_eq(text, "dedupd_external_waits_total", "5");
-    ck_sample_eq(text, "dedupd_external_takeovers_total", "2");
-    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"done\"}", "1");
-    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"not_done\"}", "0");
-    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"unknown\"}", "3");
-    ck_sample_eq(text, "dedupd_external_lost_claims_total", "1");
-    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"unresolved\"}", "4");
-    ck_assert_ptr_null(sample(text, "dedupd_processing_stuck", v, sizeof(v)));
-    ck_assert_ptr_null(sample(text, "dedupd_processing_oldest_seconds", v, sizeof(v)));
+    s.route[1].ext_waits = 5;
+    s.route[1].ext_takeovers = 2;
+    s.route[1].ext_reconciled[0] = 1;
+    s.route[1].ext_reconciled[2] = 3;
+    s.route[1].ext_stale = 1;
+    s.route[1].dead_letters[DD_REASON_UNRESOLVED] = 4;
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++)
+        s.processing_stuck[r] = -1;
+    text = render_routes(&s, routes, 2, NULL, 0, NULL);
+    ck_sample_eq(text, "dedupd_external_waits_total{route=\"notify\"}", "5");
+    ck_sample_eq(text, "dedupd_external_waits_total{route=\"payments\"}", "0");
+    ck_sample_eq(text, "dedupd_external_takeovers_total{route=\"notify\"}", "2");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{route=\"notify\",answer=\"done\"}", "1");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{route=\"notify\",answer=\"not_done\"}",
+                 "0");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{route=\"notify\",answer=\"unknown\"}", "3");
+    ck_sample_eq(text, "dedupd_external_lost_claims_total{route=\"notify\"}", "1");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"notify\",reason=\"unresolved\"}", "4");
+    ck_assert_ptr_null(sample(text, "dedupd_external_waits_total", v, sizeof(v)));
+    ck_assert_ptr_null(strstr(text, "dedupd_processing_stuck"));
+    ck_assert_ptr_null(strstr(text, "dedupd_processing_oldest_seconds"));
     free(text);
 
-    s.processing_stuck = 7;
-    s.processing_oldest_s = 12.5;
-    text = render(&s, NULL, 0);
-    ck_sample_eq(text, "dedupd_processing_stuck", "7");
-    ck_sample_eq(text, "dedupd_processing_oldest_seconds", "12.500");
+    s.processing_stuck[1] = 7;
+    s.processing_oldest_s[1] = 12.5;
+    text = render_routes(&s, routes, 2, NULL, 0, NULL);
+    ck_sample_eq(text, "dedupd_processing_stuck{route=\"notify\"}", "7");
+    ck_sample_eq(text, "dedupd_processing_oldest_seconds{route=\"notify\"}", "12.500");
+    ck_assert_ptr_null(sample(text, "dedupd_processing_stuck{route=\"payments\"}", v, sizeof(v)));
     ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_processing_stuck gauge\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_processing_oldest_seconds gauge\n"));
     free(text);
 }
 END_TEST

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 57: dead letters with two routes. Route payments (the ledger, dlq.topic
+# 66: dead letters with two routes. Route payments (the ledger, dlq.topic
 # payments.dead) and route coupons (the coupon example, no dlq.topic: the
 # source topic's name and ".dlq", retry_failed = false) each get bad JSON,
 # a message without its key's field, a conflict and rejects of their own

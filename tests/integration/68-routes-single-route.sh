@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# 59: a configuration without routes runs as it always did, as the one
+# 68: a configuration without routes runs as it always did, as the one
 # route "default": the same dedup table and keys, the same output of
 # migrate, check, the summary and the logs, the same metrics with the label
-# route="default" added to the counters a message counts in (no other
-# change: the same names, one series each); stats keeps its JSON shape
-# (routes added), replay its CSV. Then the same topic under a configuration
-# with routes, its route naming that table and key: every key the old
-# configuration recorded is known (duplicates, the same conflicts), and a
-# second route beside it applies its own.
+# route="default" added to the counters a message counts in and to external
+# mode's (no other change: the same names, one series each); stats keeps
+# its JSON shape (routes added), replay its CSV. Then the same topic under
+# a configuration with routes, its route naming that table and key: every
+# key the old configuration recorded is known (duplicates, the same
+# conflicts), and a second route beside it applies its own.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http.sh"
 tb_init routes_single_route
@@ -58,9 +58,13 @@ tb_eq "per-message counters: one series each, route=\"default\"" \
     cut -d' ' -f1 | sort | paste -sd'|')"
 tb_eq "dead letters: one series per reason, route=\"default\"" 8 \
   "$(grep -c '^dedupd_dead_letters_total{route="default",reason="[a-z_]*"} ' "$TB_DIR/metrics.txt")"
+tb_eq "external mode's counters: route=\"default\" too" \
+  "dedupd_external_lost_claims_total{route=\"default\"}|dedupd_external_takeovers_total{route=\"default\"}|dedupd_external_waits_total{route=\"default\"}" \
+  "$(grep -E '^dedupd_external_(waits|takeovers|lost_claims)_total' "$TB_DIR/metrics.txt" |
+    cut -d' ' -f1 | sort | paste -sd'|')"
 tb_eq "the other counters and gauges carry no route" "" \
   "$(grep -E '^dedupd_' "$TB_DIR/metrics.txt" | grep 'route=' |
-    grep -Ev '^dedupd_(messages|applied|duplicates|conflicts|retries|batched|batch_declined|dead_letters)_total\{route="default"' || true)"
+    grep -Ev '^dedupd_(messages|applied|duplicates|conflicts|retries|batched|batch_declined|dead_letters|external_[a-z_]*)_total\{route="default"' || true)"
 tb_eq "metrics and summary agree" \
   "$(th_metric 'dedupd_applied_total{route="default"}') $(th_metric 'dedupd_dead_letters_total{route="default",reason="conflict"}')" \
   "$(tb_summary_sum applied "$TB_DIR/run.log") $(tb_summary_sum dlq_conflict "$TB_DIR/run.log")"

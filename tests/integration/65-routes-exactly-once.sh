@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 56: one dedupd, two routes over three topics. Route payments (topics
+# 65: one dedupd, two routes over three topics. Route payments (topics
 # payments and payments-eu, the ledger, table dedup_record) and route
 # coupons (the pattern ^coupons$, the coupon example, table dedup_coupon)
 # both render keys k:1, k:2, ... for different payloads: each route's keys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 58: two routes, the worker killed with SIGKILL at random moments and
+# 67: two routes, the worker killed with SIGKILL at random moments and
 # restarted until it finishes (the pattern of 02). Payment callbacks into
 # the ledger (route payments) and coupon grants and redemptions into the
 # coupon example (route coupons) share every batch, lane and transaction;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 39: configurations of routes that cannot run stop before anything is
+# 64: configurations of routes that cannot run stop before anything is
 # consumed, naming what is wrong and where: a topic two routes list, a
 # topic no route takes (kafka.topics beside routes), two routes on one
 # dedup table, two routes of one name (each naming both places, FILE:LINE),
