@@ -12,7 +12,8 @@
 GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE ON `payments`.* TO 'dedupd_migrate'@'%';
 
 -- [runtime] run, replay, purge, stats, check. After `dedupd migrate`: a
--- grant on a table needs the table.
+-- grant on a table needs the table. With routes, the first line for each
+-- route's dedup table (routes[].table).
 GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedup_record` TO 'dedupd'@'%';
 GRANT SELECT ON `payments`.`dedupd_schema` TO 'dedupd'@'%';
 GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';

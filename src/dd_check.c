@@ -18,65 +18,131 @@
 #include "dd_kafka.h"
 #include "dd_key.h"
 #include "dd_migrate.h"
+#include "dd_routes.h"
 #include "dd_tls.h"
 #include "dd_validate.h"
 
-/* Every configured topic exists. Looked up in the metadata of all topics:
- * a request naming a misspelled topic would create it on a cluster that
- * creates topics on demand, and check would pass. Returns 1 when one
- * failed. */
-static int dd_check_kafka(const dd_conf_t *conf)
+/* "route NAME: " before what a line is about, when there are routes. */
+static const char *dd_check_route(const dd_conf_t *conf, int r, char *out, size_t out_size)
+{
+    if (!conf->has_routes) return "";
+    snprintf(out, out_size, "route %s: ", conf->routes[r].name);
+    return out;
+}
+
+/* A route's "^" pattern: the topics it matches now (dedupd subscribes to
+ * those, and to those that come later); a topic two routes match stops
+ * dedupd when it is assigned, so it fails here. Returns 1 when one did. */
+static int dd_check_pattern(const dd_conf_t *conf, rd_kafka_t *rk, int r, int k, int *warnings)
+{
+    const dd_conf_route_t *route = &conf->routes[r];
+    const char *pattern = route->topics[k];
+    char **topics = NULL, err[512], who[96], list[600] = "";
+    int cnt = 0, bad = 0;
+    size_t pos = 0;
+
+    if (dd_kafka_route_topics(rk, conf, r, 10000, &topics, &cnt, err, sizeof(err)) != DD_OK) {
+        printf("FAIL kafka: %s%s at %s\n", dd_check_route(conf, r, who, sizeof(who)), err,
+               conf->kafka.brokers);
+        dd_kafka_topics_free(topics, cnt);
+        return 1;
+    }
+    for (int i = 0; i < cnt; i++) {
+        int other, found;
+        if (regexec(&route->re[k], topics[i], 0, NULL, 0) != 0) continue;
+        found = dd_conf_route_find(conf, topics[i], &other);
+        if (other >= 0) {
+            printf("FAIL kafka: topic %s matches the topics of two routes: route %s (%s) and "
+                   "route %s (%s); a topic must belong to one route\n",
+                   topics[i], conf->routes[found].name, conf->routes[found].where,
+                   conf->routes[other].name, conf->routes[other].where);
+            bad = 1;
+        }
+        if (pos < sizeof(list))
+            pos += (size_t)snprintf(list + pos, sizeof(list) - pos, "%s%s", pos ? ", " : "",
+                                    topics[i]);
+    }
+    if (pos)
+        printf("ok   kafka: %spattern %s matches %s at %s\n",
+               dd_check_route(conf, r, who, sizeof(who)), pattern, list, conf->kafka.brokers);
+    else
+        printf("WARN kafka: %spattern %s matches no topic at %s yet\n",
+               dd_check_route(conf, r, who, sizeof(who)), pattern, conf->kafka.brokers);
+    *warnings += !pos;
+    dd_kafka_topics_free(topics, cnt);
+    return bad;
+}
+
+/* Every topic a route names exists, and every pattern matches topics of
+ * one route only. Looked up in the metadata of all topics: a request
+ * naming a misspelled topic would create it on a cluster that creates
+ * topics on demand, and check would pass. Returns 1 when one failed. */
+static int dd_check_kafka(const dd_conf_t *conf, int *warnings)
 {
     rd_kafka_t *rk = NULL;
-    char err[512];
+    char err[512], who[96];
     int bad = 0, cnt;
 
     if (dd_kafka_reader_new(&rk, conf, NULL, err, sizeof(err)) != DD_OK) {
         printf("FAIL kafka: %s\n", err);
         return 1;
     }
-    for (int i = 0; i < conf->kafka.topic_cnt; i++) {
-        if (dd_kafka_topic_partitions(rk, conf->kafka.topics[i], 10000, &cnt, err, sizeof(err)) ==
-            DD_OK) {
-            printf("ok   kafka: topic %s has %d partition(s) at %s\n", conf->kafka.topics[i], cnt,
-                   conf->kafka.brokers);
-        } else {
-            printf("FAIL kafka: %s at %s\n", err, conf->kafka.brokers);
-            bad = 1;
+    for (int r = 0; r < conf->route_cnt; r++) {
+        const dd_conf_route_t *route = &conf->routes[r];
+        int patterns = 0;
+        for (int i = 0; i < route->topic_cnt; i++) {
+            const char *topic = route->topics[i];
+            if (dd_conf_topic_is_pattern(topic)) {
+                patterns = 1;
+                continue;
+            }
+            if (dd_kafka_topic_partitions(rk, topic, 10000, &cnt, err, sizeof(err)) == DD_OK) {
+                printf("ok   kafka: %stopic %s has %d partition(s) at %s\n",
+                       dd_check_route(conf, r, who, sizeof(who)), topic, cnt, conf->kafka.brokers);
+            } else {
+                printf("FAIL kafka: %s%s at %s\n", dd_check_route(conf, r, who, sizeof(who)), err,
+                       conf->kafka.brokers);
+                bad = 1;
+            }
+        }
+        for (int i = 0; patterns && i < route->topic_cnt; i++) {
+            if (!dd_conf_topic_is_pattern(route->topics[i])) continue;
+            bad |= dd_check_pattern(conf, rk, r, i, warnings);
         }
     }
     rd_kafka_destroy(rk);
     return bad;
 }
 
-/* The dedup table: at the newest schema version, recording this key
- * format. Returns 1 when something failed. */
-static int dd_check_table(const dd_conf_t *conf, dd_db_t *db)
+/* Route r's dedup table: at the newest schema version, recording this key
+ * format, granted. Returns 1 when something failed. */
+static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r)
 {
-    char err[1024];
+    const char *table = conf->routes[r].dedup.table;
+    char err[1024], who[96];
     int version = 0, bad = 0;
 
-    if (dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err, sizeof(err)) ==
-            DD_OK &&
+    dd_check_route(conf, r, who, sizeof(who));
+    if (!conf->has_routes) who[0] = '\0';
+    if (dd_migrate_version(dd_db_mysql(db), table, &version, err, sizeof(err)) == DD_OK &&
         version == dd_migrations[dd_migration_cnt - 1].version) {
-        printf("ok   dedup table: %s at schema version %d\n", conf->dedup.table, version);
+        printf("ok   %sdedup table: %s at schema version %d\n", who, table, version);
     } else {
-        printf("FAIL dedup table: %s is at schema version %d, run `dedupd migrate`\n",
-               conf->dedup.table, version);
+        printf("FAIL %sdedup table: %s is at schema version %d, run `dedupd migrate`\n", who, table,
+               version);
         bad = 1;
     }
-    if (dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err)) ==
-        DD_OK) {
-        printf("ok   key format: %s records format %d\n", conf->dedup.table, DD_KEY_FORMAT);
+    if (dd_migrate_check_key_format(dd_db_mysql(db), table, err, sizeof(err)) == DD_OK) {
+        printf("ok   %skey format: %s records format %d\n", who, table, DD_KEY_FORMAT);
     } else {
-        printf("FAIL key format: %s\n", err);
+        printf("FAIL %skey format: %s\n", who, err);
         bad = 1;
     }
-    if (dd_grants_check(db, conf, dd_grants_run_needs(conf), err, sizeof(err)) == DD_OK) {
-        printf("ok   privileges: %s may do what dedupd run does on %s\n", conf->mysql.user,
-               conf->dedup.table);
+    if (dd_grants_check(db, conf, table, dd_grants_run_needs(conf), err, sizeof(err)) == DD_OK) {
+        printf("ok   %sprivileges: %s may do what dedupd run does on %s\n", who, conf->mysql.user,
+               table);
     } else {
-        printf("FAIL privileges: %s\n", err);
+        printf("FAIL %sprivileges: %s\n", who, err);
         bad = 1;
     }
     return bad;
@@ -95,28 +161,31 @@ static void dd_check_report(void *opaque, dd_validate_level_t level, const char 
 
 static int dd_check_run(const dd_conf_t *conf, void *opts)
 {
-    dd_handler_t *h = NULL;
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
     dd_db_t *db = NULL;
     char err[1024];
     int bad = 0, warnings = 0;
 
     (void)opts;
     printf("ok   config: %s\n", conf->path);
+    for (int r = 0; conf->has_routes && r < conf->route_cnt; r++)
+        printf("ok   route %s: %s\n", conf->routes[r].name, conf->routes[r].where);
     /* What `dedupd run` checks before it starts, in the same words. */
-    if (dd_validate_conf(conf, &h, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
+    if (dd_validate_conf(conf, hs, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
     if (dd_db_new(&db, conf, err, sizeof(err)) == DD_OK) {
         char tls[200] = "unix socket, no TLS";
         if (!conf->mysql.socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
         printf("ok   database: connected to %s as %s (%s)\n", conf->mysql.database,
                conf->mysql.user, tls);
-        bad |= dd_check_table(conf, db);
+        for (int r = 0; r < conf->route_cnt; r++)
+            bad |= dd_check_table(conf, db, r);
     } else {
         printf("FAIL database: %s\n", err);
         bad = 1;
     }
-    bad |= dd_check_kafka(conf);
+    bad |= dd_check_kafka(conf, &warnings);
     dd_db_destroy(db);
-    dd_handler_destroy(h);
+    dd_routes_destroy_handlers(hs, conf->route_cnt);
     if (bad)
         printf("check failed\n");
     else if (warnings)
@@ -132,10 +201,11 @@ const dd_cmd_t dd_cmd_check = {
     .summary = "validate config, handler, Kafka and database",
     .help = "usage: dedupd check -c FILE\n"
             "\n"
-            "Validates what `dedupd run` validates before it starts, then connects to the\n"
-            "database (schema version, key format, privileges) and looks every topic up\n"
-            "in the cluster's metadata (without creating it). One line per finding: ok,\n"
-            "WARN or FAIL.\n"
+            "Validates what `dedupd run` validates before it starts, for every route, then\n"
+            "connects to the database (each dedup table's schema version, key format,\n"
+            "privileges) and looks every topic up in the cluster's metadata (without\n"
+            "creating it; a pattern's topics must match one route only). One line per\n"
+            "finding: ok, WARN or FAIL.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"

@@ -30,15 +30,17 @@
  * over (its claimer is presumed dead). */
 #define DD_CLAIM_LEASE_S 300
 
-void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char *owner)
+void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_route_t *route, const char *owner,
+                        int slot)
 {
-    opts->table = conf->dedup.table;
-    opts->ttl_s = conf->dedup.ttl_s;
-    opts->retry_failed = conf->dedup.retry_failed;
-    opts->defer = conf->dedup.defer_claim;
+    opts->table = route->dedup.table;
+    opts->ttl_s = route->dedup.ttl_s;
+    opts->retry_failed = route->dedup.retry_failed;
+    opts->defer = route->dedup.defer_claim;
     opts->owner = owner;
     opts->lease_s = DD_CLAIM_LEASE_S;
-    opts->max_response = (size_t)conf->handler.max_response_bytes;
+    opts->max_response = (size_t)route->handler.max_response_bytes;
+    opts->stmt_slot = slot;
 }
 
 /* Upper bounds of one row's text, by statement. */
@@ -91,6 +93,7 @@ int dd_claim_require(dd_db_t *db, const dd_claim_opts_t *opts, char *errstr, siz
 
 int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b)
 {
+    if (a->group != b->group) return a->group < b->group ? -1 : 1;
     return dd_text_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
@@ -128,6 +131,7 @@ static dd_claim_t *dd_claim_find(dd_claim_t **claims, size_t n, const char *key,
 {
     dd_claim_t probe = {.key = key, .key_len = len}, *pp = &probe, **found;
 
+    if (n > 0) probe.group = claims[0]->group; /* one table's claims */
     found = bsearch(&pp, claims, n, sizeof(*claims), dd_claim_qcmp);
     return found ? *found : NULL;
 }
@@ -551,7 +555,8 @@ static int dd_claim_finish_bulk(dd_db_t *db, const dd_claim_opts_t *opts, dd_cla
                                 size_t n, dd_claim_rows_t *r, dd_buf_t *sql, char *errstr,
                                 size_t errstr_size)
 {
-    MYSQL_STMT *stmt = dd_db_stmt(db, DD_STMT_CLAIM_NEW);
+    dd_stmt_slot_t slot = (dd_stmt_slot_t)(DD_STMT_CLAIM_NEW + opts->stmt_slot);
+    MYSQL_STMT *stmt = dd_db_stmt(db, slot);
     unsigned int rows = 0, err;
     int rc;
 
@@ -568,7 +573,7 @@ static int dd_claim_finish_bulk(dd_db_t *db, const dd_claim_opts_t *opts, dd_cla
             dd_errstr_set(errstr, errstr_size, "out of memory building the claim finish");
             return DD_ERR_NOMEM;
         }
-        rc = dd_db_prepare(db, DD_STMT_CLAIM_NEW, sql->p, sql->len, &stmt, errstr, errstr_size);
+        rc = dd_db_prepare(db, slot, sql->p, sql->len, &stmt, errstr, errstr_size);
         if (rc) return rc;
     }
     for (size_t i = 0; i < n; i++) {

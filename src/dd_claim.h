@@ -20,7 +20,10 @@
  * the locking claim, which then finds the other consumer's row.
  *
  * Claims must be passed sorted by key so every worker locks rows in the same
- * order (no deadlocks between workers over the same keys).
+ * order (no deadlocks between workers over the same keys). A batch that
+ * holds keys of several dedup tables (several routes) claims table by table,
+ * in one order too: claims carry their table's group, and sort by group,
+ * then key.
  */
 #ifndef DD_CLAIM_H
 #define DD_CLAIM_H
@@ -38,6 +41,7 @@ enum { DD_ROW_PROCESSING = 0, DD_ROW_APPLIED = 1, DD_ROW_FAILED = 2 };
 
 typedef struct dd_claim_s {
     /* in: the first copy of the key in the batch */
+    int group; /* its table: claims of one group go to one dd_claim_acquire() */
     const char *key;
     size_t key_len;
     const unsigned char *hash; /* DD_HASH_LEN bytes */
@@ -71,11 +75,14 @@ typedef struct {
     int lease_s;         /* how long a processing row blocks others */
     int defer;           /* dedup.defer_claim: DD_CLAIM_DEFER unless replaying a race */
     size_t max_response; /* handler.max_response_bytes: no response is longer */
+    int stmt_slot;       /* its prepared statements' slot on a connection: one per table */
 } dd_claim_opts_t;
 
-/* The options the config gives, for the instance named owner (kept by the
- * caller). */
-void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char *owner);
+/* The options a route's settings give, for the instance named owner (kept
+ * by the caller); slot: the route's, so each table has its own prepared
+ * statement on a connection (below DD_CONF_ROUTE_MAX). */
+void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_route_t *route, const char *owner,
+                        int slot);
 
 /* dd_claim_acquire flags */
 #define DD_CLAIM_PRECHECK 1 /* read the keys first, settle the applied ones */
@@ -89,7 +96,8 @@ void dd_claim_opts_init(dd_claim_opts_t *opts, const dd_conf_t *conf, const char
  * error naming handler.max_response_bytes and max_allowed_packet. */
 int dd_claim_require(dd_db_t *db, const dd_claim_opts_t *opts, char *errstr, size_t errstr_size);
 
-/* Sorts claims by key (binary order, as the VARBINARY primary key). */
+/* Sorts claims by group, then key (binary order, as the VARBINARY primary
+ * key); claims of one group and key keep their array order. */
 void dd_claim_sort(dd_claim_t **claims, size_t n);
 int dd_claim_cmp(const dd_claim_t *a, const dd_claim_t *b);
 

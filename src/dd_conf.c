@@ -61,7 +61,7 @@ static void dd_conf_free_list(char ***list, int *cnt)
 /* The name of the file a setting (or a syntax error) comes from, as users
  * should see it. libconfig records @include'd files by the name written in
  * the directive, which is relative to the config file's directory. */
-static void dd_conf_file_name(const dd_conf_t *conf, const char *file, char *out, size_t out_size)
+void dd_conf_file_name(const dd_conf_t *conf, const char *file, char *out, size_t out_size)
 {
     if (!file || strcmp(file, conf->path) == 0)
         snprintf(out, out_size, "%s", conf->path);
@@ -101,22 +101,38 @@ static unsigned dd_conf_line(const char *file, const config_setting_t *s,
     return dd_conf_elem_line(file, line, config_setting_source_line(at));
 }
 
+void dd_conf_setting_where(const dd_conf_t *conf, const config_setting_t *s,
+                           const config_setting_t *at, char *out, size_t out_size)
+{
+    char file[PATH_MAX];
+
+    dd_conf_file_name(conf, config_setting_source_file(s), file, sizeof(file));
+    snprintf(out, out_size, "%s:%u", file, dd_conf_line(file, s, at));
+}
+
 /* Writes "<where>: <msg>" for setting idx to out, where <where> follows the
  * origin of its current value: FILE:LINE, the environment variable, or the
- * file alone for defaults. `at` narrows a file location to a list element. */
+ * file alone for defaults (the route's element inside `routes`). `at`
+ * narrows a file location to a list element. */
 static void dd_conf_where(dd_conf_ctx_t *ctx, int idx, const config_setting_t *at, char *out,
                           size_t out_size, const char *msg)
 {
-    const dd_conf_origin_t *o = &ctx->origin[idx];
+    const dd_conf_origin_t *o = dd_conf_origin(ctx, idx);
     const char *path = dd_conf_items[idx].path;
-    char file[PATH_MAX];
+    char where[PATH_MAX + 32];
 
-    if (o->kind == DD_ORIGIN_ENV || o->kind == DD_ORIGIN_ENV_UNSET) {
+    if (ctx->route) {
+        if (o->kind == DD_ORIGIN_FILE)
+            dd_conf_setting_where(ctx->conf, o->setting, at, where, sizeof(where));
+        else
+            snprintf(where, sizeof(where), "%s", ctx->route->where);
+        dd_errstr_set(out, out_size, "%s: %s: setting %s: %s", where, ctx->route_label,
+                      dd_conf_items[idx].route, msg);
+    } else if (o->kind == DD_ORIGIN_ENV || o->kind == DD_ORIGIN_ENV_UNSET) {
         dd_errstr_set(out, out_size, "environment variable %s (setting %s): %s", o->env, path, msg);
     } else if (o->kind == DD_ORIGIN_FILE) {
-        dd_conf_file_name(ctx->conf, config_setting_source_file(o->setting), file, sizeof(file));
-        dd_errstr_set(out, out_size, "%s:%u: setting %s: %s", file,
-                      dd_conf_line(file, o->setting, at), path, msg);
+        dd_conf_setting_where(ctx->conf, o->setting, at, where, sizeof(where));
+        dd_errstr_set(out, out_size, "%s: setting %s: %s", where, path, msg);
     } else {
         dd_errstr_set(out, out_size, "%s: setting %s: %s", ctx->conf->path, path, msg);
     }
@@ -156,9 +172,30 @@ int dd_conf_nomem(dd_conf_ctx_t *ctx)
     return DD_ERR_NOMEM;
 }
 
-int dd_conf_is_explicit(const dd_conf_ctx_t *ctx, int idx)
+int dd_conf_is_explicit(dd_conf_ctx_t *ctx, int idx)
 {
-    return ctx->origin[idx].kind == DD_ORIGIN_FILE || ctx->origin[idx].kind == DD_ORIGIN_ENV;
+    const dd_conf_origin_t *o = dd_conf_origin(ctx, idx);
+
+    return o->kind == DD_ORIGIN_FILE || o->kind == DD_ORIGIN_ENV;
+}
+
+const char *dd_conf_name(dd_conf_ctx_t *ctx, const char *path, char *out, size_t out_size)
+{
+    int idx = dd_conf_item_idx(path);
+
+    if (!ctx->route || idx < 0 || !dd_conf_items[idx].route) return path;
+    snprintf(out, out_size, "%s", dd_conf_items[idx].route);
+    return out;
+}
+
+dd_conf_dedup_t *dd_conf_cur_dedup(dd_conf_ctx_t *ctx)
+{
+    return ctx->route ? &ctx->route->dedup : &ctx->conf->dedup;
+}
+
+dd_conf_handler_t *dd_conf_cur_handler(dd_conf_ctx_t *ctx)
+{
+    return ctx->route ? &ctx->route->handler : &ctx->conf->handler;
 }
 
 /*
@@ -168,7 +205,7 @@ int dd_conf_is_explicit(const dd_conf_ctx_t *ctx, int idx)
 static int dd_conf_store_str(dd_conf_ctx_t *ctx, int idx, const char *val)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
-    char **field = dd_conf_field(ctx->conf, it);
+    char **field = dd_conf_slot(ctx, it);
 
     if (!*val && !(it->flags & DD_CF_EMPTY_OK))
         return dd_conf_fail(ctx, idx, NULL, "must not be empty");
@@ -180,7 +217,7 @@ static int dd_conf_store_str(dd_conf_ctx_t *ctx, int idx, const char *val)
 static int dd_conf_store_int(dd_conf_ctx_t *ctx, int idx, int64_t v)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
-    void *field = dd_conf_field(ctx->conf, it);
+    void *field = dd_conf_slot(ctx, it);
 
     if (v < it->min || v > it->max)
         return dd_conf_fail(ctx, idx, NULL, "must be between %lld and %lld, got %lld",
@@ -195,7 +232,7 @@ static int dd_conf_store_int(dd_conf_ctx_t *ctx, int idx, int64_t v)
 static int dd_conf_store_duration(dd_conf_ctx_t *ctx, int idx, int64_t ms)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
-    void *field = dd_conf_field(ctx->conf, it);
+    void *field = dd_conf_slot(ctx, it);
     char min[32], max[32], got[32];
 
     if (ms < it->min || ms > it->max) {
@@ -220,7 +257,7 @@ static int dd_conf_store_enum(dd_conf_ctx_t *ctx, int idx, const char *val)
 
     if (v < 0)
         return dd_conf_fail(ctx, idx, NULL, "expected one of %s, got \"%s\"", it->allowed, val);
-    *(int *)dd_conf_field(ctx->conf, it) = v;
+    *(int *)dd_conf_slot(ctx, it) = v;
     return 0;
 }
 
@@ -228,8 +265,8 @@ static int dd_conf_store_enum(dd_conf_ctx_t *ctx, int idx, const char *val)
 static int dd_conf_store_list(dd_conf_ctx_t *ctx, int idx, char **list, int cnt)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
-    char ***field = dd_conf_field(ctx->conf, it);
-    int *field_cnt = (int *)((char *)ctx->conf + it->cnt_off);
+    char ***field = dd_conf_slot(ctx, it);
+    int *field_cnt = dd_conf_slot_cnt(ctx, it);
 
     dd_conf_free_list(field, field_cnt);
     *field = list;
@@ -313,7 +350,7 @@ static int dd_conf_take_text(dd_conf_ctx_t *ctx, int idx, const char *text)
     case DD_CT_BOOL:
         if (dd_conf_parse_bool(text, &b) != 0)
             return dd_conf_fail(ctx, idx, NULL, "expected true or false, got \"%s\"", text);
-        *(int *)dd_conf_field(ctx->conf, it) = b;
+        *(int *)dd_conf_slot(ctx, it) = b;
         return 0;
     case DD_CT_DURATION:
         if (dd_conf_parse_duration_ms(text, &v) != 0)
@@ -325,6 +362,7 @@ static int dd_conf_take_text(dd_conf_ctx_t *ctx, int idx, const char *text)
     case DD_CT_LIST:
         return dd_conf_list_from_text(ctx, idx, text);
     case DD_CT_GROUP:
+    case DD_CT_ROUTES:
         break;
     }
     return 0;
@@ -398,7 +436,7 @@ static int dd_conf_take_setting(dd_conf_ctx_t *ctx, int idx, const config_settin
         return dd_conf_store_int(ctx, idx, config_setting_get_int64(s));
     case DD_CT_BOOL:
         if (t != CONFIG_TYPE_BOOL) return dd_conf_fail(ctx, idx, NULL, "expected true or false");
-        *(int *)dd_conf_field(ctx->conf, it) = config_setting_get_bool(s);
+        *(int *)dd_conf_slot(ctx, it) = config_setting_get_bool(s);
         return 0;
     case DD_CT_DURATION:
         return dd_conf_duration_from_setting(ctx, idx, s);
@@ -406,8 +444,10 @@ static int dd_conf_take_setting(dd_conf_ctx_t *ctx, int idx, const config_settin
         return dd_conf_list_from_setting(ctx, idx, s);
     case DD_CT_GROUP:
         if (it->size) /* the group is handed to its owner as is */
-            *(const config_setting_t **)dd_conf_field(ctx->conf, it) = s;
+            *(const config_setting_t **)dd_conf_slot(ctx, it) = s;
         return 0;
+    case DD_CT_ROUTES:
+        break;
     }
     return 0;
 }
@@ -417,31 +457,40 @@ static int dd_conf_take_setting(dd_conf_ctx_t *ctx, int idx, const config_settin
  */
 
 /* Rejects settings the table does not know and groups given as scalars,
- * recursing into groups except those owned by someone else. */
-static int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const char *prefix)
+ * recursing into groups except those owned by someone else. Inside an
+ * element of `routes` (route: its label), settings are looked up by their
+ * path in a route. */
+int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const char *prefix,
+                 const char *route)
 {
     int n = config_setting_length(group);
 
     for (int i = 0; i < n; i++) {
         const config_setting_t *s = config_setting_get_elem(group, (unsigned)i);
-        char path[256], file[PATH_MAX];
+        char path[256], file[PATH_MAX], who[128];
         int idx, err;
 
         snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "",
                  config_setting_name(s) ? config_setting_name(s) : "?");
+        snprintf(who, sizeof(who), "%s%s", route ? route : "", route ? ": " : "");
         dd_conf_file_name(ctx->conf, config_setting_source_file(s), file, sizeof(file));
-        if ((idx = dd_conf_item_idx(path)) < 0) {
-            dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: unknown setting %s", file,
-                          (unsigned)config_setting_source_line(s), path);
+        idx = route ? dd_conf_route_item_idx(path) : dd_conf_item_idx(path);
+        if (idx < 0 || (!route && (dd_conf_items[idx].flags & DD_CF_ROUTE_ONLY))) {
+            dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: %sunknown setting %s", file,
+                          (unsigned)config_setting_source_line(s), who, path);
             return DD_ERR_CONFIG;
+        }
+        if (dd_conf_items[idx].type == DD_CT_ROUTES) {
+            if ((err = dd_conf_routes_walk(ctx, s))) return err;
+            continue;
         }
         if (dd_conf_items[idx].type != DD_CT_GROUP) continue;
         if (config_setting_type(s) != CONFIG_TYPE_GROUP) {
-            dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: setting %s: expected a group",
-                          file, (unsigned)config_setting_source_line(s), path);
+            dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: %ssetting %s: expected a group",
+                          file, (unsigned)config_setting_source_line(s), who, path);
             return DD_ERR_CONFIG;
         }
-        if (!(dd_conf_items[idx].flags & DD_CF_ANY) && (err = dd_conf_walk(ctx, s, path)))
+        if (!(dd_conf_items[idx].flags & DD_CF_ANY) && (err = dd_conf_walk(ctx, s, path, route)))
             return err;
     }
     return 0;
@@ -450,16 +499,19 @@ static int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const
 /* Default, then file, then environment, for one setting. An empty
  * variable unsets the setting: it takes its default (none when it has
  * none: DEDUPD_HTTP_LISTEN= turns the endpoint off), whatever the file
- * says; a required setting cannot be unset. */
-static int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
+ * says; a required setting cannot be unset. Inside an element of `routes`,
+ * the element is the file, and the environment has no say. */
+int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
-    dd_conf_origin_t *o = &ctx->origin[idx];
-    const config_setting_t *s = config_lookup(ctx->conf->lc, it->path);
+    dd_conf_origin_t *o = dd_conf_origin(ctx, idx);
+    const config_setting_t *s =
+        ctx->route ? config_setting_lookup((config_setting_t *)ctx->route_setting, it->route)
+                   : config_lookup(ctx->conf->lc, it->path);
     const char *val = NULL;
     int err;
 
-    if (dd_conf_has_env(it)) {
+    if (!ctx->route && dd_conf_has_env(it)) {
         dd_conf_env_name(it, o->env, sizeof(o->env));
         val = getenv(o->env);
     }
@@ -490,13 +542,30 @@ static int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
     return 0;
 }
 
+/* 1 when item i is not a top-level setting of this configuration: it
+ * belongs to an element of `routes`, or is a route setting the
+ * configuration's routes hold instead. */
+static int dd_conf_not_here(const dd_conf_ctx_t *ctx, int i)
+{
+    const dd_conf_item_t *it = &dd_conf_items[i];
+
+    return it->type == DD_CT_ROUTES || (it->flags & DD_CF_ROUTE_ONLY) ||
+           (it->route && ctx->conf->has_routes);
+}
+
 static int dd_conf_apply_all(dd_conf_ctx_t *ctx)
 {
     int err;
 
-    for (int i = 0; i < dd_conf_item_cnt; i++)
-        if ((err = dd_conf_apply(ctx, i))) return err;
+    ctx->conf->has_routes = dd_conf_has_routes(ctx->conf);
     for (int i = 0; i < dd_conf_item_cnt; i++) {
+        if (dd_conf_items[i].route && ctx->conf->has_routes &&
+            (err = dd_conf_routes_refuse(ctx, i)))
+            return err;
+        if (!dd_conf_not_here(ctx, i) && (err = dd_conf_apply(ctx, i))) return err;
+    }
+    for (int i = 0; i < dd_conf_item_cnt; i++) {
+        if (dd_conf_not_here(ctx, i)) continue;
         if ((dd_conf_items[i].flags & DD_CF_REQUIRED) && !dd_conf_is_explicit(ctx, i)) {
             dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: missing required setting %s",
                           ctx->conf->path, dd_conf_items[i].path);
@@ -504,7 +573,9 @@ static int dd_conf_apply_all(dd_conf_ctx_t *ctx)
         }
     }
     for (int i = 0; i < dd_conf_item_cnt; i++)
-        if (dd_conf_items[i].check && (err = dd_conf_items[i].check(ctx, i))) return err;
+        if (!dd_conf_not_here(ctx, i) && dd_conf_items[i].check &&
+            (err = dd_conf_items[i].check(ctx, i)))
+            return err;
     return 0;
 }
 
@@ -564,8 +635,9 @@ int dd_conf_load(dd_conf_t **confp, const char *path, char *errstr, size_t errst
     ctx->errstr = errstr;
     ctx->errstr_size = errstr_size;
     if ((err = dd_conf_read(conf, path, errstr, errstr_size))) goto done;
-    if ((err = dd_conf_walk(ctx, config_root_setting(conf->lc), ""))) goto done;
+    if ((err = dd_conf_walk(ctx, config_root_setting(conf->lc), "", NULL))) goto done;
     if ((err = dd_conf_apply_all(ctx))) goto done;
+    if ((err = dd_conf_routes_load(ctx))) goto done;
     *confp = conf;
     conf = NULL;
 done:
@@ -574,12 +646,28 @@ done:
     return err;
 }
 
+void dd_conf_route_free_values(dd_conf_route_t *route)
+{
+    for (int i = 0; i < dd_conf_item_cnt; i++) {
+        const dd_conf_item_t *it = &dd_conf_items[i];
+        void *field = (char *)route + it->route_off;
+
+        if (!it->route) continue;
+        if (it->type == DD_CT_STRING)
+            dd_conf_free_str(field, 0);
+        else if (it->type == DD_CT_LIST)
+            dd_conf_free_list(field, (int *)((char *)route + it->route_cnt_off));
+    }
+}
+
 void dd_conf_destroy(dd_conf_t *conf)
 {
     if (!conf) return;
+    dd_conf_routes_free(conf);
     for (int i = 0; i < dd_conf_item_cnt; i++) {
         const dd_conf_item_t *it = &dd_conf_items[i];
 
+        if (it->flags & DD_CF_ROUTE_ONLY) continue;
         if (it->type == DD_CT_STRING)
             dd_conf_free_str(dd_conf_field(conf, it), it->flags & DD_CF_SECRET);
         else if (it->type == DD_CT_LIST)
@@ -600,12 +688,13 @@ void dd_conf_destroy(dd_conf_t *conf)
  * Public helpers
  */
 
-const char *dd_conf_dlq_topic(const dd_conf_t *conf, const char *topic, char *out, size_t out_size)
+const char *dd_conf_dlq_topic(const dd_conf_route_t *route, const char *topic, char *out,
+                              size_t out_size)
 {
     int n;
 
-    if (conf->dlq.topic)
-        n = snprintf(out, out_size, "%s", conf->dlq.topic);
+    if (route->dlq.topic)
+        n = snprintf(out, out_size, "%s", route->dlq.topic);
     else
         n = snprintf(out, out_size, "%s.dlq", topic);
     return n >= 0 && (size_t)n < out_size ? out : NULL;

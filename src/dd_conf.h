@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <regex.h>
+
 #include <libconfig.h>
 #include <librdkafka/rdkafka.h>
 
@@ -29,6 +31,50 @@ typedef enum {
 /* mysql.tls.min_version */
 typedef enum { DD_TLS_V1_2, DD_TLS_V1_3 } dd_conf_tls_version_t;
 
+/* Most routes one configuration may have. */
+#define DD_CONF_ROUTE_MAX 32
+
+/* The settings of one route: the business key and hash, the dedup table
+ * and its retention (dedup.*), the handler (handler.*) and the dead-letter
+ * topic (dlq.*). The top-level groups of those names hold the one default
+ * route's; each element of `routes` holds its own. */
+typedef struct {
+    char *key;   /* key template, e.g. "pay:${merchant_id}:${order_no}" */
+    char **hash; /* paths the request hash covers; empty: whole payload */
+    int hash_cnt;
+    int64_t ttl_s; /* how long a key is remembered */
+    char *table;   /* dedup table name, [A-Za-z0-9_]+ */
+    int retry_failed;
+    int defer_claim;           /* new keys are claimed by the insert of their finished row */
+    int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
+    char *lane_key;            /* template routing messages to workers; NULL: the business key */
+} dd_conf_dedup_t;
+
+typedef struct {
+    char *path; /* absolute, or relative to the config file's directory resolved */
+    const config_setting_t *config; /* the handler's own group, or NULL */
+    int batch;                      /* use handle_batch() when the handler has it */
+    int64_t max_response_bytes;     /* longer responses are a handler error */
+} dd_conf_handler_t;
+
+typedef struct {
+    char *topic; /* NULL: "<source topic>.dlq" */
+} dd_conf_dlq_t;
+
+/* One route: which topics, and how their messages are recognised and
+ * applied. A topic belongs to exactly one route. */
+typedef struct dd_conf_route_s {
+    char *name;    /* "default" for the route of the top-level settings */
+    char **topics; /* names, or "^regex" patterns as librdkafka subscribes */
+    int topic_cnt;
+    regex_t *re; /* topic_cnt compiled patterns; only those of "^" topics are set */
+    dd_conf_dedup_t dedup;
+    dd_conf_handler_t handler;
+    dd_conf_dlq_t dlq;
+    char where[300]; /* "FILE:LINE" of the route's settings, for messages */
+    int owned;       /* the strings are the route's (an element of `routes`) */
+} dd_conf_route_t;
+
 typedef struct dd_conf_s {
     char *path; /* the file that was loaded */
     char *dir;  /* its directory, for relative paths */
@@ -36,7 +82,7 @@ typedef struct dd_conf_s {
     struct {
         char *brokers;
         char *group;
-        char **topics;
+        char **topics; /* the default route's (without `routes`) */
         int topic_cnt;
         char **properties; /* "name=value", handed to librdkafka as is */
         int property_cnt;
@@ -61,28 +107,9 @@ typedef struct dd_conf_s {
         } tls;
     } mysql;
 
-    struct {
-        char *key;   /* key template, e.g. "pay:${merchant_id}:${order_no}" */
-        char **hash; /* paths the request hash covers; empty: whole payload */
-        int hash_cnt;
-        int64_t ttl_s; /* how long a key is remembered */
-        char *table;   /* dedup table name, [A-Za-z0-9_]+ */
-        int retry_failed;
-        int defer_claim;           /* new keys are claimed by the insert of their finished row */
-        int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
-        char *lane_key; /* template routing messages to workers; NULL: the business key */
-    } dedup;
-
-    struct {
-        char *path; /* absolute, or relative to the config file's directory resolved */
-        const config_setting_t *config; /* the handler's own group, or NULL */
-        int batch;                      /* use handle_batch() when the handler has it */
-        int64_t max_response_bytes;     /* longer responses are a handler error */
-    } handler;
-
-    struct {
-        char *topic; /* NULL: "<source topic>.dlq" */
-    } dlq;
+    dd_conf_dedup_t dedup;     /* the default route's (without `routes`) */
+    dd_conf_handler_t handler; /* the default route's */
+    dd_conf_dlq_t dlq;         /* the default route's */
 
     struct {
         int max_messages;
@@ -124,6 +151,13 @@ typedef struct dd_conf_s {
         int unknown_attempts;     /* reconcile UNKNOWN answers before `unresolved`; 0: unlimited */
     } external;
 
+    /* The routes: the default route of the top-level settings (kafka.topics,
+     * dedup, handler, dlq; named "default", borrowing their values), or
+     * the elements of `routes`, in the file's order. Never empty. */
+    dd_conf_route_t *routes;
+    int route_cnt;
+    int has_routes; /* the configuration has `routes` */
+
     config_t *lc; /* libconfig tree, kept alive for handler.config */
 
     /* What the load found allowed but probably wrong ("FILE:LINE: setting
@@ -137,9 +171,20 @@ typedef struct dd_conf_s {
 int dd_conf_load(dd_conf_t **confp, const char *path, char *errstr, size_t errstr_size);
 void dd_conf_destroy(dd_conf_t *conf);
 
-/* The dead-letter topic for messages from source topic `topic`, written to out.
- * Returns out, or NULL when it does not fit in out_size. */
-const char *dd_conf_dlq_topic(const dd_conf_t *conf, const char *topic, char *out, size_t out_size);
+/* The dead-letter topic of route for messages from source topic `topic`,
+ * written to out. Returns out, or NULL when it does not fit in out_size. */
+const char *dd_conf_dlq_topic(const dd_conf_route_t *route, const char *topic, char *out,
+                              size_t out_size);
+
+/* The route of topic: its index in conf->routes, or -1 when no route's
+ * topics match it. When two routes match (two patterns may overlap; the
+ * loader refuses every other overlap), *other is the second one's index,
+ * else -1. other may be NULL. */
+int dd_conf_route_find(const dd_conf_t *conf, const char *topic, int *other);
+/* The index of the route named name, or -1. */
+int dd_conf_route_named(const dd_conf_t *conf, const char *name);
+/* 1 when the route's topic i is a pattern ("^..."). */
+int dd_conf_topic_is_pattern(const char *topic);
 
 /* Writes the reference of every setting (name, type, default, description). */
 void dd_conf_print_reference(FILE *out);

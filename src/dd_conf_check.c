@@ -177,7 +177,7 @@ int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
  * dd_key, which the loader does not link against. */
 int dd_conf_check_key(dd_conf_ctx_t *ctx, int idx)
 {
-    const char *dollar = strstr(ctx->conf->dedup.key, "${");
+    const char *dollar = strstr(dd_conf_cur_dedup(ctx)->key, "${");
 
     if (!dollar || !strchr(dollar + 2, '}'))
         return dd_conf_fail(ctx, idx, NULL, "must contain at least one ${path}");
@@ -187,7 +187,7 @@ int dd_conf_check_key(dd_conf_ctx_t *ctx, int idx)
 /* The table name is pasted into SQL, so only plain identifiers pass. */
 int dd_conf_check_table(dd_conf_ctx_t *ctx, int idx)
 {
-    const char *t = ctx->conf->dedup.table;
+    const char *t = dd_conf_cur_dedup(ctx)->table;
     size_t len = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
 
     if (t[len] != '\0' || len < 1 || len > 64)
@@ -198,17 +198,19 @@ int dd_conf_check_table(dd_conf_ctx_t *ctx, int idx)
 
 int dd_conf_check_handler_path(dd_conf_ctx_t *ctx, int idx)
 {
-    char *resolved = dd_conf_resolve(ctx->conf, ctx->conf->handler.path);
+    dd_conf_handler_t *h = dd_conf_cur_handler(ctx);
+    char *resolved = dd_conf_resolve(ctx->conf, h->path);
 
+    (void)idx;
     if (!resolved) return dd_conf_nomem(ctx);
-    free(ctx->conf->handler.path);
-    ctx->conf->handler.path = resolved;
+    free(h->path);
+    h->path = resolved;
     return 0;
 }
 
 /* For a rule between two settings, blames the one the user wrote: `later`
  * unless only `earlier` was given explicitly. */
-static int dd_conf_blame(const dd_conf_ctx_t *ctx, int earlier, int later)
+static int dd_conf_blame(dd_conf_ctx_t *ctx, int earlier, int later)
 {
     return !dd_conf_is_explicit(ctx, later) && dd_conf_is_explicit(ctx, earlier) ? earlier : later;
 }
@@ -247,8 +249,9 @@ int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx)
  * racing for one key). */
 int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
 {
-    const char *lane = ctx->conf->dedup.lane_key, *key = ctx->conf->dedup.key, *p, *end;
-    char ref[256];
+    const char *lane = dd_conf_cur_dedup(ctx)->lane_key, *key = dd_conf_cur_dedup(ctx)->key, *p,
+               *end;
+    char ref[256], name[64];
 
     if (!lane) return 0;
     if (!strstr(lane, "${"))
@@ -259,8 +262,51 @@ int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
         end++;
         snprintf(ref, sizeof(ref), "%.*s", (int)(end - p), p);
         if (!key || !strstr(key, ref))
-            return dd_conf_fail(ctx, idx, NULL, "%s is not a field of dedup.key", ref);
+            return dd_conf_fail(ctx, idx, NULL, "%s is not a field of %s", ref,
+                                dd_conf_name(ctx, "dedup.key", name, sizeof(name)));
     }
+    return 0;
+}
+
+/* Topic patterns compile as regcomp() compiles them for dd_conf_route_find
+ * (POSIX extended, as librdkafka matches them); names are taken as they
+ * are (the broker judges them). */
+int dd_conf_check_topics(dd_conf_ctx_t *ctx, int idx)
+{
+    const dd_conf_origin_t *o = dd_conf_origin(ctx, idx);
+    char **topics = *(char ***)dd_conf_slot(ctx, &dd_conf_items[idx]);
+    int cnt = *dd_conf_slot_cnt(ctx, &dd_conf_items[idx]);
+
+    for (int i = 0; i < cnt; i++) {
+        char why[256];
+        regex_t re;
+        int rc;
+
+        if (!dd_conf_topic_is_pattern(topics[i])) continue;
+        if ((rc = regcomp(&re, topics[i], REG_EXTENDED | REG_NOSUB)) == 0) {
+            regfree(&re);
+            continue;
+        }
+        regerror(rc, &re, why, sizeof(why));
+        return dd_conf_fail(
+            ctx, idx,
+            o->kind == DD_ORIGIN_FILE ? config_setting_get_elem(o->setting, (unsigned)i) : NULL,
+            "element %d: \"%s\" is not a valid pattern: %s", i + 1, topics[i], why);
+    }
+    return 0;
+}
+
+/* Names go into metric labels, log fields and --route: plain words. */
+int dd_conf_check_route_name(dd_conf_ctx_t *ctx, int idx)
+{
+    const char *n = ctx->route ? ctx->route->name : NULL;
+    size_t len =
+        n ? strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") : 0;
+
+    if (!n || n[len] != '\0' || len < 1 || len > 64)
+        return dd_conf_fail(ctx, idx, NULL,
+                            "expected a name matching [A-Za-z0-9_.-]{1,64}, got \"%s\"",
+                            n ? n : "");
     return 0;
 }
 

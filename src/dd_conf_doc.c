@@ -3,6 +3,11 @@
  * --help-config`, the settings table of docs/CONFIG.md and the SETTINGS
  * section of dedupd.conf(5). Unit tests compare the checked-in documents
  * with this output, so a setting's text lives only in the table.
+ *
+ * Each item is a row; `routes` is followed by the rows of an element of
+ * it (routes[].name, then every item with a path in a route, in the
+ * table's order), so the settings a route has are listed once more where
+ * a route's settings are looked for, with what differs there.
  */
 #include "dd_conf_int.h"
 
@@ -14,9 +19,10 @@
 static const char *dd_conf_type_name(const dd_conf_item_t *it)
 {
     static const char *const names[] = {
-        [DD_CT_GROUP] = "group",  [DD_CT_STRING] = "string",     [DD_CT_INT] = "integer",
-        [DD_CT_BOOL] = "boolean", [DD_CT_DURATION] = "duration", [DD_CT_LIST] = "list of strings",
-        [DD_CT_ENUM] = "string",
+        [DD_CT_GROUP] = "group",       [DD_CT_STRING] = "string",
+        [DD_CT_INT] = "integer",       [DD_CT_BOOL] = "boolean",
+        [DD_CT_DURATION] = "duration", [DD_CT_LIST] = "list of strings",
+        [DD_CT_ENUM] = "string",       [DD_CT_ROUTES] = "list of groups",
     };
     return names[it->type];
 }
@@ -40,10 +46,67 @@ static void dd_conf_allowed(const dd_conf_item_t *it, char *out, size_t out_size
     }
 }
 
-/* The default as it would be written in the file. */
-static void dd_conf_default(const dd_conf_item_t *it, char *out, size_t out_size)
+/* One row of the references: an item, at the top level or in a route. */
+typedef struct {
+    const dd_conf_item_t *it;
+    char path[96]; /* "dedup.key", or "routes[].key" */
+    int route;     /* a row of an element of `routes` */
+    int required;  /* no default */
+    char desc[512];
+} dd_conf_row_t;
+
+typedef void(dd_conf_emit_fn)(FILE *out, const dd_conf_row_t *row);
+
+static void dd_conf_rows(FILE *out, dd_conf_emit_fn *emit)
 {
-    if (it->flags & DD_CF_REQUIRED)
+    dd_conf_row_t row;
+
+    for (int i = 0; i < dd_conf_item_cnt; i++) {
+        const dd_conf_item_t *it = &dd_conf_items[i];
+
+        if (it->flags & DD_CF_ROUTE_ONLY) continue;
+        memset(&row, 0, sizeof(row));
+        row.it = it;
+        snprintf(row.path, sizeof(row.path), "%s", it->path);
+        row.required = (it->flags & DD_CF_REQUIRED) != 0;
+        snprintf(row.desc, sizeof(row.desc), "%s", it->desc);
+        emit(out, &row);
+        if (it->type != DD_CT_ROUTES) continue;
+        /* an element's settings: its name first, then the table's order */
+        for (int pass = 0; pass < 2; pass++) {
+            for (int j = 0; j < dd_conf_item_cnt; j++) {
+                const dd_conf_item_t *rt = &dd_conf_items[j];
+                if (!rt->route || ((rt->flags & DD_CF_ROUTE_ONLY) ? 0 : 1) != pass) continue;
+                memset(&row, 0, sizeof(row));
+                row.it = rt;
+                row.route = 1;
+                snprintf(row.path, sizeof(row.path), "routes[].%s", rt->route);
+                row.required = (rt->flags & (DD_CF_REQUIRED | DD_CF_ROUTE_REQ)) != 0;
+                if (rt->flags & DD_CF_ROUTE_ONLY)
+                    snprintf(row.desc, sizeof(row.desc), "%s", rt->desc);
+                else if (rt->route_desc)
+                    snprintf(row.desc, sizeof(row.desc), "%s", rt->route_desc);
+                else
+                    snprintf(row.desc, sizeof(row.desc), "As %s, for the route.", rt->path);
+                emit(out, &row);
+            }
+        }
+    }
+}
+
+/* The environment variable of a row, or "" (routes have none). */
+static void dd_conf_row_env(const dd_conf_row_t *row, char *out, size_t out_size)
+{
+    out[0] = '\0';
+    if (!row->route && dd_conf_has_env(row->it)) dd_conf_env_name(row->it, out, out_size);
+}
+
+/* The default as it would be written in the file. */
+static void dd_conf_default(const dd_conf_row_t *row, char *out, size_t out_size)
+{
+    const dd_conf_item_t *it = row->it;
+
+    if (row->required)
         snprintf(out, out_size, "required");
     else if (!it->def)
         snprintf(out, out_size, "unset");
@@ -80,30 +143,30 @@ static void dd_conf_print_wrapped(FILE *out, const char *text)
     fputc('\n', out);
 }
 
-void dd_conf_print_reference(FILE *out)
+static void dd_conf_text_row(FILE *out, const dd_conf_row_t *row)
 {
+    const dd_conf_item_t *it = row->it;
     char allowed[128], def[128], env[80];
 
+    dd_conf_allowed(it, allowed, sizeof(allowed));
+    dd_conf_default(row, def, sizeof(def));
+    fprintf(out, "\n%s  (%s", row->path, dd_conf_type_name(it));
+    if (it->type != DD_CT_GROUP && it->type != DD_CT_ROUTES)
+        fprintf(out, "%s%s; %s%s", *allowed ? ", " : "", allowed, row->required ? "" : "default ",
+                def);
+    fputs(")\n", out);
+    dd_conf_print_wrapped(out, row->desc);
+    dd_conf_row_env(row, env, sizeof(env));
+    if (*env) fprintf(out, "    Environment: %s\n", env);
+}
+
+void dd_conf_print_reference(FILE *out)
+{
     fputs("dedupd configuration settings (libconfig syntax; see docs/CONFIG.md).\n"
           "Durations: \"250ms\", \"45s\", \"30m\", \"12h\", \"7d\", \"1h30m\", or a number of "
           "seconds.\n",
           out);
-    for (int i = 0; i < dd_conf_item_cnt; i++) {
-        const dd_conf_item_t *it = &dd_conf_items[i];
-
-        dd_conf_allowed(it, allowed, sizeof(allowed));
-        dd_conf_default(it, def, sizeof(def));
-        fprintf(out, "\n%s  (%s", it->path, dd_conf_type_name(it));
-        if (it->type != DD_CT_GROUP)
-            fprintf(out, "%s%s; %s%s", *allowed ? ", " : "", allowed,
-                    (it->flags & DD_CF_REQUIRED) ? "" : "default ", def);
-        fputs(")\n", out);
-        dd_conf_print_wrapped(out, it->desc);
-        if (dd_conf_has_env(it)) {
-            dd_conf_env_name(it, env, sizeof(env));
-            fprintf(out, "    Environment: %s\n", env);
-        }
-    }
+    dd_conf_rows(out, dd_conf_text_row);
 }
 
 /* One markdown table cell; '|' would end the cell. */
@@ -119,29 +182,31 @@ static void dd_conf_md_cell(FILE *out, const char *text, int code)
     fputs(" |", out);
 }
 
+static void dd_conf_md_row(FILE *out, const dd_conf_row_t *row)
+{
+    const dd_conf_item_t *it = row->it;
+    char allowed[128], def[128], env[80];
+    int grp = it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES;
+
+    dd_conf_allowed(it, allowed, sizeof(allowed));
+    dd_conf_default(row, def, sizeof(def));
+    dd_conf_row_env(row, env, sizeof(env));
+    fputs("|", out);
+    dd_conf_md_cell(out, row->path, 1);
+    dd_conf_md_cell(out, dd_conf_type_name(it), 0);
+    dd_conf_md_cell(out, grp ? "" : def, it->def != NULL && !row->required);
+    dd_conf_md_cell(out, grp ? "" : allowed, 1);
+    dd_conf_md_cell(out, env, 1);
+    dd_conf_md_cell(out, row->desc, 0);
+    fputc('\n', out);
+}
+
 void dd_conf_print_reference_md(FILE *out)
 {
-    char allowed[128], def[128], env[80];
-
     fputs("| Setting | Type | Default | Allowed | Environment | Description |\n"
           "|---|---|---|---|---|---|\n",
           out);
-    for (int i = 0; i < dd_conf_item_cnt; i++) {
-        const dd_conf_item_t *it = &dd_conf_items[i];
-
-        dd_conf_allowed(it, allowed, sizeof(allowed));
-        dd_conf_default(it, def, sizeof(def));
-        env[0] = '\0';
-        if (dd_conf_has_env(it)) dd_conf_env_name(it, env, sizeof(env));
-        fputs("|", out);
-        dd_conf_md_cell(out, it->path, 1);
-        dd_conf_md_cell(out, dd_conf_type_name(it), 0);
-        dd_conf_md_cell(out, it->type == DD_CT_GROUP ? "" : def, it->def != NULL);
-        dd_conf_md_cell(out, allowed, 1);
-        dd_conf_md_cell(out, env, 1);
-        dd_conf_md_cell(out, it->desc, 0);
-        fputc('\n', out);
-    }
+    dd_conf_rows(out, dd_conf_md_row);
 }
 
 /* Writes text for troff: wrapped at 78 columns (a line break is a space
@@ -179,15 +244,17 @@ static void dd_conf_man_text(FILE *out, const char *text)
 }
 
 /* "String, default \fB"x"\fR, 1..9; environment \fBDEDUPD_X\fR." */
-static void dd_conf_man_line(FILE *out, const dd_conf_item_t *it)
+static void dd_conf_man_line(FILE *out, const dd_conf_row_t *row)
 {
+    const dd_conf_item_t *it = row->it;
     char allowed[128], def[128], env[80];
     const char *type = dd_conf_type_name(it);
+    int grp = it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES;
 
     fprintf(out, "%c%s", type[0] - 'a' + 'A', type + 1);
-    if (it->type != DD_CT_GROUP) {
-        dd_conf_default(it, def, sizeof(def));
-        if (it->flags & DD_CF_REQUIRED)
+    if (!grp) {
+        dd_conf_default(row, def, sizeof(def));
+        if (row->required)
             fputs(", required", out);
         else if (!it->def)
             fputs(", unset by default", out);
@@ -196,38 +263,41 @@ static void dd_conf_man_line(FILE *out, const dd_conf_item_t *it)
         dd_conf_allowed(it, allowed, sizeof(allowed));
         if (*allowed) fprintf(out, ", %s", allowed);
     }
-    if (dd_conf_has_env(it)) {
-        dd_conf_env_name(it, env, sizeof(env));
+    dd_conf_row_env(row, env, sizeof(env));
+    if (*env)
         fprintf(out, "; environment \\fB%s\\fR.\n", env);
-    } else {
-        fputs(it->type == DD_CT_GROUP ? ", no environment override.\n"
-                                      : "; no environment override.\n",
-              out);
+    else
+        fputs(grp ? ", no environment override.\n" : "; no environment override.\n", out);
+}
+
+/* Top-level settings without a group gather under one heading, opened by
+ * the first of them. */
+static int dd_conf_man_top_level;
+
+static void dd_conf_man_row(FILE *out, const dd_conf_row_t *row)
+{
+    const dd_conf_item_t *it = row->it;
+    int dotted = strchr(row->path, '.') != NULL;
+
+    if ((it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES) && !dotted) {
+        fprintf(out, ".SS %s\n", row->path);
+        dd_conf_man_text(out, row->desc);
+        dd_conf_man_top_level = 0;
+        return;
     }
+    if (!dotted && !dd_conf_man_top_level) {
+        fputs(".SS Top-level settings\n", out);
+        dd_conf_man_top_level = 1;
+    }
+    fprintf(out, ".TP\n.B %s\n", row->path);
+    dd_conf_man_line(out, row);
+    fputs(".br\n", out);
+    dd_conf_man_text(out, row->desc);
 }
 
 void dd_conf_print_reference_man(FILE *out)
 {
-    int top_level = 0;
-
     fputs(".SH SETTINGS\n", out);
-    for (int i = 0; i < dd_conf_item_cnt; i++) {
-        const dd_conf_item_t *it = &dd_conf_items[i];
-        int dotted = strchr(it->path, '.') != NULL;
-
-        if (it->type == DD_CT_GROUP && !dotted) {
-            fprintf(out, ".SS %s\n", it->path);
-            dd_conf_man_text(out, it->desc);
-            top_level = 0;
-            continue;
-        }
-        if (!dotted && !top_level) {
-            fputs(".SS Top-level settings\n", out);
-            top_level = 1;
-        }
-        fprintf(out, ".TP\n.B %s\n", it->path);
-        dd_conf_man_line(out, it);
-        fputs(".br\n", out);
-        dd_conf_man_text(out, it->desc);
-    }
+    dd_conf_man_top_level = 0;
+    dd_conf_rows(out, dd_conf_man_row);
 }

@@ -24,6 +24,9 @@
 #define DD_AT(field) .off = offsetof(dd_conf_t, field), .size = sizeof(((dd_conf_t *)0)->field)
 #define DD_LIST_AT(field, cnt) DD_AT(field), .cnt_off = offsetof(dd_conf_t, cnt)
 #define DD_GROUP(p, d) {.path = (p), .type = DD_CT_GROUP, .desc = (d)}
+/* A setting every route has, and its place in an element of `routes`. */
+#define DD_RAT(rp, field) .route = (rp), .route_off = offsetof(dd_conf_route_t, field)
+#define DD_RLIST_AT(rp, field, cnt) DD_RAT(rp, field), .route_cnt_off = offsetof(dd_conf_route_t, cnt)
 
 /* Kept out of clang-format, which would put every field on its own line. */
 const dd_conf_item_t dd_conf_items[] = {
@@ -33,7 +36,15 @@ const dd_conf_item_t dd_conf_items[] = {
     {.path = "kafka.group", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(kafka.group),
      .desc = "Consumer group id; every dedupd instance consuming the same topics shares it."},
     {.path = "kafka.topics", .type = DD_CT_LIST, .min = 1, .max = 1000, .flags = DD_CF_REQUIRED,
-     DD_LIST_AT(kafka.topics, kafka.topic_cnt), .desc = "Topics to consume."},
+     DD_LIST_AT(kafka.topics, kafka.topic_cnt), DD_RLIST_AT("topics", topics, topic_cnt),
+     .check = dd_conf_check_topics,
+     .desc = "Topics to consume: names, or \"^regex\" patterns as librdkafka subscribes to them. "
+             "The topics of the one route when the configuration has no routes.",
+     .route_desc = "The route's topics: names, or \"^regex\" patterns. A topic belongs to one "
+                   "route: a name two routes list, or a name one lists and another's pattern "
+                   "matches, is refused when the file is loaded; a topic that comes to match "
+                   "two routes' patterns stops dedupd when it is assigned. Together the routes' "
+                   "topics are what dedupd subscribes to."},
     {.path = "kafka.properties", .type = DD_CT_LIST, .def = "", .max = 1000,
      DD_LIST_AT(kafka.properties, kafka.property_cnt), .check = dd_conf_check_properties,
      .desc = "Extra librdkafka properties as \"name=value\", each checked by librdkafka when "
@@ -100,26 +111,34 @@ const dd_conf_item_t dd_conf_items[] = {
      .allowed = "TLSv1.2|TLSv1.3", .check = dd_conf_check_tls,
      .desc = "Oldest TLS version dedupd accepts."},
 
-    DD_GROUP("dedup", "How messages are recognised as duplicates."),
+    DD_GROUP("dedup", "How messages are recognised as duplicates (the one route's, without "
+                      "routes)."),
     {.path = "dedup.key", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(dedup.key),
-     .allowed = "contains ${path}", .check = dd_conf_check_key,
+     DD_RAT("key", dedup.key), .allowed = "contains ${path}", .check = dd_conf_check_key,
      .desc = "Business key template over the JSON payload, e.g. "
              "\"pay:${merchant_id}:${order_no}\"; values are escaped so that different "
              "payments never share a key (docs/KEYS.md)."},
     {.path = "dedup.hash", .type = DD_CT_LIST, .def = "", .max = 1000,
-     DD_LIST_AT(dedup.hash, dedup.hash_cnt),
+     DD_LIST_AT(dedup.hash, dedup.hash_cnt), DD_RLIST_AT("hash", dedup.hash, dedup.hash_cnt),
      .desc = "Payload paths covered by the request hash; empty: the whole payload. A path "
              "that finds nothing is left out of the hash (docs/KEYS.md)."},
     {.path = "dedup.ttl", .type = DD_CT_DURATION, .def = "7d", .min = DD_MS_SEC,
      .max = 3650 * DD_MS_DAY, .unit_ms = DD_MS_SEC, DD_AT(dedup.ttl_s),
+     DD_RAT("ttl", dedup.ttl_s),
      .desc = "How long a key is remembered before the purge may delete it; must cover the "
              "longest redelivery or replay window."},
     {.path = "dedup.table", .type = DD_CT_STRING, .def = "dedup_record", DD_AT(dedup.table),
-     .allowed = "[A-Za-z0-9_]{1,64}", .check = dd_conf_check_table,
-     .desc = "Name of the dedup table."},
+     DD_RAT("table", dedup.table), .flags = DD_CF_ROUTE_REQ, .allowed = "[A-Za-z0-9_]{1,64}",
+     .check = dd_conf_check_table, .desc = "Name of the dedup table.",
+     .route_desc = "The route's dedup table. Each route has its own (two routes naming one "
+                   "table are refused), so the keys of two routes never meet. Required in a "
+                   "route: to keep the keys a configuration without routes recorded, name its "
+                   "table (dedup_record unless dedup.table said otherwise)."},
     {.path = "dedup.retry_failed", .type = DD_CT_BOOL, .def = "true", DD_AT(dedup.retry_failed),
+     DD_RAT("retry_failed", dedup.retry_failed),
      .desc = "Whether a later message with the same key and hash may retry a rejected key."},
     {.path = "dedup.defer_claim", .type = DD_CT_BOOL, .def = "true", DD_AT(dedup.defer_claim),
+     DD_RAT("defer_claim", dedup.defer_claim),
      .desc = "Claim a key that is not in the dedup table yet by inserting its finished row "
              "after the handler ran, in the same transaction: one row write instead of two. "
              "If another consumer inserted the key meanwhile, that insert fails, the batch is "
@@ -128,39 +147,63 @@ const dd_conf_item_t dd_conf_items[] = {
              "(choose it when handlers have effects outside the transaction)."},
     {.path = "dedup.max_payload_bytes", .type = DD_CT_INT, .def = "990000", .min = 1,
      .max = 100000000, DD_AT(dedup.max_payload_bytes),
+     DD_RAT("max_payload_bytes", dedup.max_payload_bytes),
      .desc = "Larger payloads are dead-lettered as payload_too_large. The default leaves a "
              "dead letter room for the key, the headers and the record overhead within the "
              "dead-letter producer's message.max.bytes (librdkafka's default 1000000); "
              "dedupd warns at start when it does not. A dead letter that would not fit "
              "carries its payload truncated (header dedupd.truncated)."},
     {.path = "dedup.lane_key", .type = DD_CT_STRING, DD_AT(dedup.lane_key),
+     DD_RAT("lane_key", dedup.lane_key),
      .allowed = "${path}s of dedup.key", .check = dd_conf_check_lane_key,
      .desc = "Template choosing the worker for a message, e.g. \"${merchant_id}\": messages "
              "with the same lane key run on one worker, so a handler updating shared rows "
              "(a merchant balance) is not deadlocked by other workers. Only fields of "
-             "dedup.key, so one key stays on one worker; unset: the business key."},
+             "dedup.key, so one key stays on one worker; unset: the business key.",
+     .route_desc = "As dedup.lane_key, of the route's key. Messages of any route whose lane "
+                   "keys are equal run on one worker, so two routes whose handlers update the "
+                   "same rows may share a lane key (\"${merchant_id}\")."},
 
-    DD_GROUP("handler", "The business handler plugin."),
+    {.path = "handler", .type = DD_CT_GROUP, .route = "handler",
+     .desc = "The business handler plugin (the one route's, without routes)."},
     {.path = "handler.path", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_AT(handler.path),
-     .check = dd_conf_check_handler_path,
+     DD_RAT("handler.path", handler.path), .check = dd_conf_check_handler_path,
      .desc = "Handler shared object; relative paths are relative to the config file's "
              "directory."},
     {.path = "handler.config", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_AT(handler.config),
+     DD_RAT("handler.config", handler.config),
      .desc = "The handler's own settings, passed to its init() unchecked."},
     {.path = "handler.batch", .type = DD_CT_BOOL, .def = "true", DD_AT(handler.batch),
+     DD_RAT("handler.batch", handler.batch),
      .desc = "Give a handler that has handle_batch() (ABI 2) all of a transaction's messages "
              "in one call; false: always handle() one message at a time."},
     {.path = "handler.max_response_bytes", .type = DD_CT_INT, .def = "65536", .min = 64,
      .max = 16777215, DD_AT(handler.max_response_bytes),
+     DD_RAT("handler.max_response_bytes", handler.max_response_bytes),
      .desc = "Longest response snapshot a handler may return, in bytes. A longer one is a "
              "handler error: the message is rejected (its writes rolled back, the key "
              "recorded failed, dead letter rejected). The database's max_allowed_packet "
              "must hold a finished row with twice this much (escaped text); dedupd refuses "
              "to start when it does not. At most 16777215, the response column's capacity."},
 
-    DD_GROUP("dlq", "Dead-letter topic."),
-    {.path = "dlq.topic", .type = DD_CT_STRING, DD_AT(dlq.topic),
+    {.path = "dlq", .type = DD_CT_GROUP, .route = "dlq",
+     .desc = "Dead-letter topic (the one route's, without routes)."},
+    {.path = "dlq.topic", .type = DD_CT_STRING, DD_AT(dlq.topic), DD_RAT("dlq.topic", dlq.topic),
      .desc = "Dead-letter topic; unset: the source topic's name followed by \".dlq\"."},
+
+    {.path = "routes", .type = DD_CT_ROUTES, .max = DD_CONF_ROUTE_MAX, .flags = DD_CF_NOENV,
+     .desc = "Several routes in one consumer group: a list of groups, ( { name = ...; topics = "
+             "[...]; key = ...; table = ...; handler = { path = ...; }; }, ... ), one per "
+             "route, each with its own topics, business key, request hash, dedup table, "
+             "handler and dead-letter topic: the settings routes[].* below. A configuration "
+             "has either routes or the top-level kafka.topics, dedup, handler and dlq (the "
+             "one route, named default), never both (docs/CONFIG.md, Routes)."},
+    {.path = "routes[].name", .type = DD_CT_STRING,
+     .flags = DD_CF_ROUTE_ONLY | DD_CF_ROUTE_REQ | DD_CF_NOENV, DD_RAT("name", name),
+     .size = sizeof(char *), .allowed = "[A-Za-z0-9_.-]{1,64}", .check = dd_conf_check_route_name,
+     .desc = "The route's name, unique: the route label of the metrics, the route field of "
+             "the log lines, and what --route of replay, purge, stats and reconcile "
+             "selects."},
 
     DD_GROUP("batch", "Batching: one database transaction per batch."),
     {.path = "batch.max_messages", .type = DD_CT_INT, .def = "1000", .min = 1, .max = 100000,
@@ -227,8 +270,9 @@ const dd_conf_item_t dd_conf_items[] = {
      DD_AT(purge.batch), .desc = "Rows deleted per purge statement."},
 
     DD_GROUP("external", "Handlers in external mode: claims with a lease, takeover and the "
-                         "compensation scan (docs/GUARANTEES.md, \"External effects\"). Unused "
-                         "by handlers in local mode."),
+                         "compensation scan (docs/GUARANTEES.md, \"External effects\"), for "
+                         "every route whose handler is in external mode. Unused by handlers in "
+                         "local mode."),
     {.path = "external.lease", .type = DD_CT_DURATION, .def = "30s", .min = DD_MS_SEC,
      .max = DD_MS_HOUR, .unit_ms = 1, DD_AT(external.lease_ms),
      .desc = "How long a claim holds its key without being renewed, on the database's clock. "
@@ -264,9 +308,32 @@ int dd_conf_item_idx(const char *path)
     return -1;
 }
 
+int dd_conf_route_item_idx(const char *rpath)
+{
+    for (int i = 0; i < dd_conf_item_cnt; i++)
+        if (dd_conf_items[i].route && strcmp(dd_conf_items[i].route, rpath) == 0) return i;
+    return -1;
+}
+
 void *dd_conf_field(dd_conf_t *conf, const dd_conf_item_t *it)
 {
     return (char *)conf + it->off;
+}
+
+void *dd_conf_slot(dd_conf_ctx_t *ctx, const dd_conf_item_t *it)
+{
+    return ctx->route ? (void *)((char *)ctx->route + it->route_off) : dd_conf_field(ctx->conf, it);
+}
+
+int *dd_conf_slot_cnt(dd_conf_ctx_t *ctx, const dd_conf_item_t *it)
+{
+    return ctx->route ? (int *)((char *)ctx->route + it->route_cnt_off)
+                      : (int *)((char *)ctx->conf + it->cnt_off);
+}
+
+dd_conf_origin_t *dd_conf_origin(dd_conf_ctx_t *ctx, int idx)
+{
+    return ctx->route ? &ctx->route_origin[idx] : &ctx->origin[idx];
 }
 
 /* "kafka.brokers" -> "DEDUPD_KAFKA_BROKERS". */
@@ -280,7 +347,8 @@ void dd_conf_env_name(const dd_conf_item_t *it, char *out, size_t out_size)
 
 int dd_conf_has_env(const dd_conf_item_t *it)
 {
-    return it->type != DD_CT_GROUP && !(it->flags & DD_CF_NOENV);
+    return it->type != DD_CT_GROUP && it->type != DD_CT_ROUTES &&
+           !(it->flags & (DD_CF_NOENV | DD_CF_ROUTE_ONLY));
 }
 
 /* Formats ms in the largest unit that divides it: "7d", "30s", "250ms". */

@@ -51,8 +51,8 @@ int dd_db_require_statement(dd_db_t *db, size_t bytes, const char *what, char *e
 
 /* Statements prepared once per connection. */
 typedef enum {
-    DD_STMT_CLAIM_NEW, /* dd_claim: the deferred claims' rows */
-    DD_STMT_SLOTS
+    DD_STMT_CLAIM_NEW, /* dd_claim: the deferred claims' rows, one slot per table from here */
+    DD_STMT_SLOTS = DD_STMT_CLAIM_NEW + DD_CONF_ROUTE_MAX
 } dd_stmt_slot_t;
 
 /* The slot's statement on this connection, or NULL until dd_db_prepare()

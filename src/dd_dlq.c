@@ -1,6 +1,7 @@
 /*
- * Dead-letter producer (see dd_dlq.h). One producer for the process; the
- * destination topic follows dlq.topic or "<source topic>.dlq".
+ * Dead-letter producer (see dd_dlq.h). One producer for the process; each
+ * dead letter names its topic (its route's dlq.topic or "<source
+ * topic>.dlq").
  *
  * Sizes: librdkafka refuses to queue a record larger than message.max.bytes
  * (key, value, headers and the record's framing), and a refused dead letter
@@ -79,6 +80,8 @@ static int dd_dlq_read_max_bytes(dd_dlq_t *dlq, rd_kafka_conf_t *kconf, char *er
 {
     char val[32];
     size_t len = sizeof(val), carry;
+    int64_t most = 0; /* the largest payload a route accepts */
+    const char *which = "dedup.max_payload_bytes";
 
     if (rd_kafka_conf_get(kconf, "message.max.bytes", val, &len) != RD_KAFKA_CONF_OK) {
         dd_errstr_set(errstr, errstr_size, "dead-letter producer: cannot read message.max.bytes");
@@ -88,15 +91,20 @@ static int dd_dlq_read_max_bytes(dd_dlq_t *dlq, rd_kafka_conf_t *kconf, char *er
     carry = dlq->max_bytes > DD_DLQ_RECORD_RESERVE + DD_DLQ_OWN_HEADERS_MAX
                 ? dlq->max_bytes - DD_DLQ_RECORD_RESERVE - DD_DLQ_OWN_HEADERS_MAX
                 : 0;
-    if ((size_t)dlq->conf->dedup.max_payload_bytes > carry)
+    for (int r = 0; r < dlq->conf->route_cnt; r++) {
+        if (dlq->conf->routes[r].dedup.max_payload_bytes <= most) continue;
+        most = dlq->conf->routes[r].dedup.max_payload_bytes;
+        if (dlq->conf->has_routes) which = "max_payload_bytes of a route";
+    }
+    if ((size_t)most > carry)
         dd_log(DD_LOG_WARN,
-               "dedup.max_payload_bytes (%lld) is more than a dead letter can carry whole: the "
+               "%s (%lld) is more than a dead letter can carry whole: the "
                "dead-letter producer's message.max.bytes is %zu, which leaves %zu bytes for "
                "the payload, less the message's key and headers. Dead letters of larger "
                "payloads carry them truncated (header dedupd.truncated). Raise "
                "message.max.bytes in kafka.properties (and the topic's max.message.bytes) "
-               "or lower dedup.max_payload_bytes.",
-               (long long)dlq->conf->dedup.max_payload_bytes, dlq->max_bytes, carry);
+               "or lower %s.",
+               which, (long long)most, dlq->max_bytes, carry, which);
     return DD_OK;
 }
 
@@ -219,11 +227,10 @@ int dd_dlq_err_too_large(rd_kafka_resp_err_t err)
 
 int dd_dlq_send(dd_dlq_t *dlq, const dd_dlq_letter_t *l, void *opaque)
 {
-    char topic[512];
+    const char *topic = l->dlq_topic;
     rd_kafka_resp_err_t err;
     int bare = l->bare;
 
-    dd_conf_dlq_topic(dlq->conf, l->topic, topic, sizeof(topic));
     for (int tries = 0;; tries++) {
         size_t payload_len;
         rd_kafka_headers_t *hdrs = dd_dlq_fit(dlq, l, &bare, &payload_len);

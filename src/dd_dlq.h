@@ -30,7 +30,8 @@ typedef struct dd_dlq_s dd_dlq_t;
 typedef void(dd_dlq_cb_t)(void *opaque, rd_kafka_resp_err_t err, void *cb_arg);
 
 typedef struct {
-    const char *topic; /* source topic */
+    const char *dlq_topic; /* where it goes: the route's dead-letter topic (dd_conf_dlq_topic) */
+    const char *topic;     /* source topic */
     int32_t partition;
     int64_t offset;
     const void *key; /* Kafka key, may be NULL */

@@ -18,13 +18,14 @@
 #include "dd_common.h"
 #include "dd_handler.h"
 
-void dd_external_opts_init(dd_external_opts_t *opts, const dd_conf_t *conf, const char *owner)
+void dd_external_opts_init(dd_external_opts_t *opts, const dd_conf_t *conf,
+                           const dd_conf_route_t *route, const char *owner)
 {
-    opts->table = conf->dedup.table;
+    opts->table = route->dedup.table;
     opts->owner = owner;
     opts->lease_ms = conf->external.lease_ms;
-    opts->ttl_s = conf->dedup.ttl_s;
-    opts->retry_failed = conf->dedup.retry_failed;
+    opts->ttl_s = route->dedup.ttl_s;
+    opts->retry_failed = route->dedup.retry_failed;
 }
 
 static int dd_external_fail(MYSQL *mysql, const char *what, char *errstr, size_t errstr_size)

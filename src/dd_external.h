@@ -35,9 +35,10 @@ typedef struct {
     int retry_failed;  /* dedup.retry_failed: a failed row may be claimed again */
 } dd_external_opts_t;
 
-/* The options the config gives, for the instance named owner (kept by the
- * caller). */
-void dd_external_opts_init(dd_external_opts_t *opts, const dd_conf_t *conf, const char *owner);
+/* The options of route's dedup table (its settings) with conf's
+ * external.lease, for the instance named owner (kept by the caller). */
+void dd_external_opts_init(dd_external_opts_t *opts, const dd_conf_t *conf,
+                           const dd_conf_route_t *route, const char *owner);
 
 typedef enum {
     DD_EXTERNAL_OWNED,    /* this claim holds the key (fence); taken_over: the row existed */

@@ -123,8 +123,8 @@ static void dd_grants_current_user(MYSQL *mysql, const dd_conf_t *conf, char *ou
     mysql_free_result(res);
 }
 
-int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, unsigned needs, char *errstr,
-                    size_t errstr_size)
+int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, const char *table, unsigned needs,
+                    char *errstr, size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(db);
     char sql[1024], account[300];
@@ -135,7 +135,7 @@ int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, unsigned needs, char *er
         unsigned int err;
 
         if (!(dd_grants_probes[i].needs & needs)) continue;
-        dd_grants_fill(sql, sizeof(sql), dd_grants_probes[i].sql, conf->dedup.table);
+        dd_grants_fill(sql, sizeof(sql), dd_grants_probes[i].sql, table);
         if (!(stmt = mysql_stmt_init(mysql))) {
             dd_errstr_set(errstr, errstr_size, "out of memory");
             return DD_ERR_NOMEM;
@@ -143,15 +143,14 @@ int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, unsigned needs, char *er
         if (mysql_stmt_prepare(stmt, sql, (unsigned long)strlen(sql)) != 0) {
             err = mysql_stmt_errno(stmt);
             dd_grants_current_user(mysql, conf, account, sizeof(account));
-            if (dd_grants_explain(account, conf->mysql.database, conf->dedup.table,
-                                  dd_grants_probes[i].grant, dd_grants_probes[i].on_db,
-                                  dd_grants_probes[i].purpose, dd_grants_probes[i].shown, err,
-                                  mysql_stmt_error(stmt), errstr, errstr_size)) {
+            if (dd_grants_explain(account, conf->mysql.database, table, dd_grants_probes[i].grant,
+                                  dd_grants_probes[i].on_db, dd_grants_probes[i].purpose,
+                                  dd_grants_probes[i].shown, err, mysql_stmt_error(stmt), errstr,
+                                  errstr_size)) {
                 rc = DD_ERR_FATAL;
             } else {
                 dd_errstr_set(errstr, errstr_size, "checking the privilege %s on %s: %u: %s",
-                              dd_grants_probes[i].grant, conf->dedup.table, err,
-                              mysql_stmt_error(stmt));
+                              dd_grants_probes[i].grant, table, err, mysql_stmt_error(stmt));
                 rc = dd_db_classify(err);
             }
         }

@@ -26,14 +26,14 @@
  * unless purge.interval is 0. */
 unsigned dd_grants_run_needs(const dd_conf_t *conf);
 
-/* Prepares one statement per privilege `needs` covers, on conf's dedup
- * table: the server checks privileges when it prepares, and a prepared
+/* Prepares one statement per privilege `needs` covers, on the dedup table
+ * `table` (a route's): the server checks privileges when it prepares, and a prepared
  * statement that is closed without being executed changes nothing.
  * Returns 0; DD_ERR_FATAL with a message from dd_grants_explain() when a
  * privilege is missing; or the class of another error (errstr says which
  * statement). */
-int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, unsigned needs, char *errstr,
-                    size_t errstr_size);
+int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, const char *table, unsigned needs,
+                    char *errstr, size_t errstr_size);
 
 /* The message for a denied privilege, from the server's error (err, msg):
  * "the database user 'dedupd'@'%' lacks INSERT on payments.dedup_record

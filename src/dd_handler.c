@@ -528,6 +528,14 @@ int dd_handler_txn_lost(MYSQL *db)
 int dd_handler_txn_lost_error(const dd_handler_t *h, const char *where, char *errstr,
                               size_t errstr_size)
 {
+    if (!h) {
+        dd_errstr_set(errstr, errstr_size,
+                      "a handler ended the transaction dedupd opened for it (a COMMIT, "
+                      "ROLLBACK or a statement that commits implicitly) and went on in another, "
+                      "%s: this is a handler bug; the transaction was rolled back",
+                      where);
+        return DD_ERR_FATAL;
+    }
     dd_errstr_set(errstr, errstr_size,
                   "handler %s (%s) ended the transaction dedupd opened for it (a COMMIT, "
                   "ROLLBACK or a statement that commits implicitly) and went on in another, "

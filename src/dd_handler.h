@@ -106,8 +106,9 @@ dedupd_outcome dd_handler_reconcile(dd_handler_t *h, const char *biz_key, int64_
 int dd_handler_txn_begin(MYSQL *db, char *errstr, size_t errstr_size);
 /* Releases the guard, then COMMITs (commit = 1) or ROLLs BACK. When the
  * guard is gone, the transaction is rolled back and the result is
- * DD_ERR_FATAL with a message naming the handler and saying what it did;
- * where says which messages were in the transaction. Else 0 or the class of
+ * DD_ERR_FATAL with a message naming the handler (h; NULL when several ran:
+ * where names them) and saying what it did; where says which messages were
+ * in the transaction. Else 0 or the class of
  * the database error (a failed release means nothing was committed). */
 int dd_handler_txn_end(const dd_handler_t *h, MYSQL *db, int commit, const char *where,
                        char *errstr, size_t errstr_size);
@@ -115,7 +116,8 @@ int dd_handler_txn_end(const dd_handler_t *h, MYSQL *db, int commit, const char 
  * handler ended the transaction. */
 int dd_handler_txn_lost(MYSQL *db);
 /* Writes the handler-bug message for a transaction the handler ended and
- * returns DD_ERR_FATAL. */
+ * returns DD_ERR_FATAL. h NULL: the transaction ran several handlers, and
+ * where names them. */
 int dd_handler_txn_lost_error(const dd_handler_t *h, const char *where, char *errstr,
                               size_t errstr_size);
 

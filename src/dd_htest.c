@@ -240,6 +240,18 @@ static int dd_htest_conf(dd_htest_t *ht, char *errstr, size_t errstr_size)
             return DD_EXIT_USAGE;
         }
     }
+    /* It tests one handler: a configuration with routes gives it by the
+     * options, as a configuration of one route would have it. */
+    if (config_setting_get_member(config_root_setting(&ht->lc), "routes")) {
+        if (!o->handler || !o->key) {
+            dd_errstr_set(errstr, errstr_size,
+                          "%s has routes, and handler-test tests one handler: give the route's "
+                          "with --handler and --key (and --lane-key)",
+                          o->config);
+            return DD_EXIT_USAGE;
+        }
+        config_setting_remove(config_root_setting(&ht->lc), "routes");
+    }
     for (size_t i = 0; i < DD_ARRAY_LEN(dropped); i++)
         if (config_setting_get_member(config_root_setting(&ht->lc), dropped[i]))
             config_setting_remove(config_root_setting(&ht->lc), dropped[i]);
@@ -326,11 +338,12 @@ static int dd_htest_pass_new(dd_htest_t *ht, int p, char *errstr, size_t errstr_
     if (!rc) rc = dd_validate_conf(ps->conf, &ps->h, dd_htest_report, NULL, errstr, errstr_size);
     if (!rc) snprintf(ht->handler, sizeof(ht->handler), "%s", dd_handler_name(ps->h));
     if (!rc) rc = dd_db_new(&db, ps->conf, errstr, errstr_size);
-    if (!rc) rc = dd_migrate_run(dd_db_mysql(db), ps->conf->dedup.table, errstr, errstr_size);
+    if (!rc)
+        rc = dd_migrate_run(dd_db_mysql(db), ps->conf->routes[0].dedup.table, errstr, errstr_size);
     if (!rc) rc = dd_handler_migrate(ps->h, dd_db_mysql(db), errstr, errstr_size);
     dd_db_destroy(db);
     if (p == 1) dd_test_fault_set("rollback_after_handler");
-    if (!rc) rc = dd_pipeline_new(&ps->pl, ps->conf, ps->h, errstr, errstr_size);
+    if (!rc) rc = dd_pipeline_new(&ps->pl, ps->conf, &ps->h, errstr, errstr_size);
     dd_test_fault_set(NULL); /* read by the lanes as they were made */
     return rc;
 }

@@ -403,15 +403,18 @@ static unsigned int dd_http_ready(dd_http_t *http, char *text, size_t size)
 static int dd_http_metrics(dd_http_t *http, char **outp, size_t *lenp)
 {
     static dd_lag_t lags[DD_HTTP_LAG_MAX]; /* only MHD's single thread renders */
-    dd_stats_t s;
+    static dd_stats_t s;                   /* large: off the thread's stack */
+    const char *routes[DD_CONF_ROUTE_MAX];
     dd_proc_t proc;
     size_t n;
 
+    for (int r = 0; r < http->conf->route_cnt; r++)
+        routes[r] = http->conf->routes[r].name;
     dd_pipeline_stats(http->pl, &s);
     n = dd_pipeline_lag(http->pl, lags, DD_HTTP_LAG_MAX);
     dd_metrics_proc_read(&proc);
-    return dd_metrics_render(&s, lags, n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, &proc, outp,
-                             lenp);
+    return dd_metrics_render(&s, routes, http->conf->route_cnt, lags,
+                             n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, &proc, outp, lenp);
 }
 
 static enum MHD_Result dd_http_reply(struct MHD_Connection *conn, unsigned int status,

@@ -47,6 +47,7 @@ typedef struct dd_item_s {
     uint64_t seq;
     int64_t t_poll_ms;
     int64_t t_poll_us; /* for the poll -> finish latency histogram */
+    int route;         /* the message's route: its topic's, an index of conf->routes */
 
     cJSON *json; /* owned; in the parse pool the item was parsed into */
     char key[DD_KEY_MAX + 1];

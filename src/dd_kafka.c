@@ -74,6 +74,61 @@ int dd_kafka_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms,
     return rc;
 }
 
+void dd_kafka_topics_free(char **topics, int cnt)
+{
+    for (int i = 0; topics && i < cnt; i++)
+        free(topics[i]);
+    free(topics);
+}
+
+/* Appends topic to *topics unless it is there already. */
+static int dd_kafka_topics_add(char ***topics, int *cnt, const char *topic)
+{
+    char **grown;
+
+    for (int i = 0; i < *cnt; i++)
+        if (strcmp((*topics)[i], topic) == 0) return DD_OK;
+    if (!(grown = realloc(*topics, (size_t)(*cnt + 1) * sizeof(*grown)))) return DD_ERR_NOMEM;
+    *topics = grown;
+    if (!(grown[*cnt] = strdup(topic))) return DD_ERR_NOMEM;
+    (*cnt)++;
+    return DD_OK;
+}
+
+int dd_kafka_route_topics(rd_kafka_t *rk, const dd_conf_t *conf, int only, int timeout_ms,
+                          char ***topics, int *cnt, char *errstr, size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err;
+    int rc = DD_OK;
+
+    *topics = NULL;
+    *cnt = 0;
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        const dd_conf_route_t *route = &conf->routes[r];
+        if (only >= 0 && r != only) continue;
+        for (int i = 0; !rc && i < route->topic_cnt; i++) {
+            if (!dd_conf_topic_is_pattern(route->topics[i])) {
+                rc = dd_kafka_topics_add(topics, cnt, route->topics[i]);
+                continue;
+            }
+            if (!md && (err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms))) {
+                dd_errstr_set(errstr, errstr_size, "cannot read the cluster's metadata: %s",
+                              rd_kafka_err2str(err));
+                return DD_ERR_RETRIABLE;
+            }
+            for (int t = 0; !rc && t < md->topic_cnt; t++) {
+                const char *name = md->topics[t].topic;
+                if (strncmp(name, "__", 2) != 0 && regexec(&route->re[i], name, 0, NULL, 0) == 0)
+                    rc = dd_kafka_topics_add(topics, cnt, name);
+            }
+        }
+    }
+    if (md) rd_kafka_metadata_destroy(md);
+    if (rc) dd_errstr_set(errstr, errstr_size, "out of memory");
+    return rc;
+}
+
 int dd_kafka_committed(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list, int timeout_ms,
                        char *errstr, size_t errstr_size)
 {

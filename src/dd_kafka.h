@@ -32,6 +32,17 @@ int dd_kafka_reader_new(rd_kafka_t **rkp, const dd_conf_t *conf, const char *gro
 int dd_kafka_topic_partitions(rd_kafka_t *rk, const char *topic, int timeout_ms, int *cnt,
                               char *errstr, size_t errstr_size);
 
+/* The topics of conf's routes (of route `only`; every route's when only
+ * is negative): the names they list, and the cluster's topics their
+ * "^regex" patterns match (internal topics, "__...", excepted), read from
+ * the metadata of every topic when a pattern needs it; each topic once, in
+ * the routes' order. *topics (malloc'd, *cnt strings) is the caller's to
+ * free with dd_kafka_topics_free, also after an error. Returns 0, or
+ * DD_ERR_RETRIABLE when the metadata could not be read within timeout_ms. */
+int dd_kafka_route_topics(rd_kafka_t *rk, const dd_conf_t *conf, int only, int timeout_ms,
+                          char ***topics, int *cnt, char *errstr, size_t errstr_size);
+void dd_kafka_topics_free(char **topics, int cnt);
+
 /* One partition as a group sees it. */
 typedef struct {
     const char *topic; /* borrowed from the caller's topic list */

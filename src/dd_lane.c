@@ -100,23 +100,37 @@ void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state)
 
 /* ---- the connection ---- */
 
-/* The handler's state for the lane's current connection (conn_init). */
-static int dd_lane_conn_open(dd_lane_t *lane, char *errstr, size_t errstr_size)
-{
-    int rc = dd_handler_conn_init(lane->group->h, dd_db_mysql(lane->db), &lane->hconn, errstr,
-                                  errstr_size);
-
-    lane->hconn_open = rc == DD_OK;
-    return rc;
-}
-
-/* Before the connection goes away: the handler frees its state for it. */
+/* Before the connection goes away: each handler frees its state for it,
+ * in the reverse order of their conn_init. */
 static void dd_lane_conn_close(dd_lane_t *lane)
 {
-    if (!lane->hconn_open) return;
-    dd_handler_conn_fini(lane->group->h, dd_db_mysql(lane->db), lane->hconn);
-    lane->hconn = NULL;
-    lane->hconn_open = 0;
+    const dd_routes_t *routes = lane->group->routes;
+
+    for (int r = routes->cnt; r-- > 0;) {
+        if (!lane->hconn_open[r]) continue;
+        dd_handler_conn_fini(routes->route[r].h, dd_db_mysql(lane->db), lane->hconn[r]);
+        lane->hconn[r] = NULL;
+        lane->hconn_open[r] = 0;
+    }
+    lane->conn_ready = 0;
+}
+
+/* Every route's handler's state for the lane's current connection
+ * (conn_init, in the routes' order). When one fails, those made are
+ * given back. */
+static int dd_lane_conn_open(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    const dd_routes_t *routes = lane->group->routes;
+    int rc = DD_OK;
+
+    for (int r = 0; !rc && r < routes->cnt; r++) {
+        rc = dd_handler_conn_init(routes->route[r].h, dd_db_mysql(lane->db), &lane->hconn[r],
+                                  errstr, errstr_size);
+        lane->hconn_open[r] = rc == DD_OK;
+    }
+    if (rc) dd_lane_conn_close(lane);
+    lane->conn_ready = rc == DD_OK;
+    return rc;
 }
 
 /* ---- retries ---- */
@@ -133,11 +147,26 @@ int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt)
     return ms * (80 + rand_r(&lane->seed) % 41) / 100;
 }
 
+/* The handlers' state for the connection follows it: conn_fini before
+ * the old one closes, conn_init on the new one (a lost connection there is
+ * one more retriable error). Both executors of the lane (the batch
+ * transaction and external mode's steps) reconnect through here, as the
+ * connection and every route's state on it are shared. */
+int dd_lane_reconnect(dd_lane_t *lane, char *errstr, size_t errstr_size)
+{
+    int rc;
+
+    if (lane->conn_ready && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
+        return DD_OK;
+    dd_lane_conn_close(lane);
+    rc = dd_db_reconnect(lane->db, errstr, errstr_size);
+    if (!rc) rc = dd_lane_conn_open(lane, errstr, errstr_size);
+    if (!rc) dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
+    return rc;
+}
+
 /* Retriable database error: roll back (done), reconnect when the
- * connection is gone, back off. The handler's state for the connection
- * follows it: conn_fini before the old one closes, conn_init on the new
- * one (a lost connection there is one more retriable error). Returns 0 to
- * replay, or a fatal class. */
+ * connection is gone, back off. Returns 0 to replay, or a fatal class. */
 static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
 {
     char err[512];
@@ -148,15 +177,7 @@ static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
     dd_lane_set_state(lane, DD_LANE_DB_BACKOFF);
     for (;;) {
         if (dd_sleep_ms(dd_lane_backoff_ms(lane, attempt), &lane->group->stop_hard)) return DD_OK;
-        if (lane->hconn_open && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
-            return DD_OK;
-        dd_lane_conn_close(lane);
-        rc = dd_db_reconnect(lane->db, err, sizeof(err));
-        if (!rc) rc = dd_lane_conn_open(lane, err, sizeof(err));
-        if (!rc) {
-            dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
-            return DD_OK;
-        }
+        if (!(rc = dd_lane_reconnect(lane, err, sizeof(err)))) return DD_OK;
         if (rc != DD_ERR_RETRIABLE) {
             dd_log(DD_LOG_ERROR, "Lane %d: %s", lane->idx, err);
             return rc;
@@ -189,6 +210,10 @@ static void dd_lane_carry(dd_stats_t *to, const dd_stats_t *from)
     to->retries += from->retries;
     to->claim_races += from->claim_races;
     to->batch_declined += from->batch_declined;
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++) {
+        to->route[r].retries += from->route[r].retries;
+        to->route[r].batch_declined += from->route[r].batch_declined;
+    }
 }
 
 /* Runs a whole batch to completion: replays on database errors, commits
@@ -209,8 +234,8 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
      * hash that was not computed. */
     for (size_t i = 0; i < n; i++) {
         if (items[i]->hashed) continue;
-        if (dd_hash_payload(group->hspec, items[i]->rkm->payload, items[i]->rkm->len,
-                            items[i]->hash) != DD_OK) {
+        if (dd_hash_payload(group->routes->route[items[i]->route].hspec, items[i]->rkm->payload,
+                            items[i]->rkm->len, items[i]->hash) != DD_OK) {
             dd_lanes_set_fatal(lane->group, lane->idx,
                                "cannot compute a request hash (out of memory or a "
                                "libcrypto error)");
@@ -265,18 +290,33 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
     dd_lane_requeue(lane, items + start, n - start);
 }
 
+/* Moves the items of items[0..n) whose route is in external mode to
+ * lane->xbatch, in order, and closes the gap: the local ones stay at the
+ * head of items, in order. Returns how many moved. */
+static size_t dd_lane_split(dd_lane_t *lane, dd_item_t **items, size_t n)
+{
+    size_t local = 0, x = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (lane->group->external[items[i]->route])
+            lane->xbatch[x++] = items[i];
+        else
+            items[local++] = items[i];
+    }
+    return x;
+}
+
 static void *dd_lane_main(void *arg)
 {
     dd_lane_t *lane = arg;
-    size_t n;
+    size_t n, x;
 
     while (!atomic_load(&lane->group->fatal) && !atomic_load(&lane->group->stop_hard)) {
         n = dd_lane_collect(lane);
         if (n == 0 && !lane->parked) break;
-        if (lane->group->lease)
-            dd_lane_ext_process(lane, lane->batch, n);
-        else
-            dd_lane_process(lane, lane->batch, n);
+        x = lane->group->lease ? dd_lane_split(lane, lane->batch, n) : 0;
+        if (n > x) dd_lane_process(lane, lane->batch, n - x);
+        if (lane->group->lease) dd_lane_ext_process(lane, lane->xbatch, x);
         dd_lane_set_state(lane, DD_LANE_IDLE);
     }
     dd_lane_ext_unpark(lane);
@@ -325,6 +365,7 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     pthread_mutex_init(&lane->mu, NULL);
     pthread_cond_init(&lane->cv, NULL);
     lane->batch = calloc(cap, sizeof(*lane->batch));
+    lane->xbatch = calloc(cap, sizeof(*lane->xbatch));
     lane->claims = calloc(cap, sizeof(*lane->claims));
     lane->claimv = calloc(cap, sizeof(*lane->claimv));
     lane->claimw = calloc(cap, sizeof(*lane->claimw));
@@ -332,8 +373,8 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     lane->msgs = calloc(cap, sizeof(*lane->msgs));
     lane->msgv = calloc(cap, sizeof(*lane->msgv));
     lane->results = calloc(cap, sizeof(*lane->results));
-    if (!lane->batch || !lane->claims || !lane->claimv || !lane->claimw || !lane->rows ||
-        !lane->msgs || !lane->msgv || !lane->results)
+    if (!lane->batch || !lane->xbatch || !lane->claims || !lane->claimv || !lane->claimw ||
+        !lane->rows || !lane->msgs || !lane->msgv || !lane->results)
         goto nomem;
     *lanep = lane;
     return DD_OK;
@@ -347,7 +388,9 @@ int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
 {
     int rc = dd_db_new(&lane->db, lane->group->conf, errstr, errstr_size);
 
-    if (!rc) rc = dd_claim_require(lane->db, &lane->group->copts, errstr, errstr_size);
+    if (!rc)
+        rc = dd_claim_require(lane->db, &lane->group->copts[lane->group->need_route], errstr,
+                              errstr_size);
     if (!rc) rc = dd_lane_conn_open(lane, errstr, errstr_size);
     if (rc) return rc;
     if (pthread_create(&lane->thr, NULL, dd_lane_main, lane) != 0) {
@@ -386,6 +429,7 @@ void dd_lane_destroy(dd_lane_t *lane)
     dd_db_destroy(lane->db);
     dd_buf_release(&lane->sql);
     free(lane->batch);
+    free(lane->xbatch);
     free(lane->claims);
     free(lane->claimv);
     free(lane->claimw);

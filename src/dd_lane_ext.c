@@ -1,7 +1,8 @@
 /*
- * A handler in external mode (include/dedupd/handler.h, "External mode"):
- * the lane runs each message through the protocol on its own, instead of
- * a batch transaction, because the effect happens outside the database:
+ * A route whose handler is in external mode (include/dedupd/handler.h,
+ * "External mode"): the lane runs each of its messages through the
+ * protocol on its own, instead of a batch transaction, because the effect
+ * happens outside the database:
  *
  *   claim ──owned──▶ [reconcile, after a takeover] ──▶ act ──▶ finish ──▶ done
  *     │ busy: another claim's lease runs: wait, claim again
@@ -42,6 +43,18 @@ enum {
 #define dd_lane_ext_log(level, item, ...)                                                          \
     dd_log_msg((level), rd_kafka_topic_name((item)->rkm->rkt), (item)->rkm->partition,             \
                (item)->rkm->offset, (item)->key, __VA_ARGS__)
+
+/* The item's route: its handler, hash specification and counters. */
+static const dd_route_t *dd_lane_ext_route(const dd_lane_t *lane, const dd_item_t *item)
+{
+    return &lane->group->routes->route[item->route];
+}
+
+/* The statements' options of the item's route: its dedup table. */
+static const dd_external_opts_t *dd_lane_ext_opts(const dd_lane_t *lane, const dd_item_t *item)
+{
+    return &lane->group->xopts[item->route];
+}
 
 /* ---- waiting ---- */
 
@@ -86,7 +99,7 @@ static int dd_lane_ext_lost(dd_lane_t *lane, dd_item_t *item, const char *when, 
                     "Lost the claim of this key (token %lld) %s: %s. Not going on with it; "
                     "the key is claimed again.",
                     (long long)item->fence, when, dd_lease_why(lane->group->lease, item->hold));
-    d->ext_stale++;
+    d->route[item->route].ext_stale++;
     dd_lane_ext_drop_claim(lane, item);
     free(item->response);
     item->response = NULL;
@@ -165,7 +178,7 @@ static int dd_lane_ext_busy(dd_lane_t *lane, dd_item_t *item, const dd_external_
     int64_t wait = dd_lane_backoff_ms(lane, ++item->ext_waits);
     int64_t left = (int64_t)(c->lease_left_s * 1000) + 20;
 
-    d->ext_waits++;
+    d->route[item->route].ext_waits++;
     dd_lane_ext_log(item->ext_waits == 1 ? DD_LOG_INFO : DD_LOG_DEBUG, item,
                     "Key in progress under the claim of %s (token %lld, lease %.3f s more): "
                     "this message waits.",
@@ -185,18 +198,21 @@ static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
                              .offset = item->rkm->offset};
     int64_t t0 = dd_now_ms();
     char err[512];
-    int rc = dd_external_claim(lane->db, &group->xopts, &c, &lane->sql, err, sizeof(err));
+    int rc =
+        dd_external_claim(lane->db, dd_lane_ext_opts(lane, item), &c, &lane->sql, err, sizeof(err));
 
     if (rc) return dd_lane_ext_db_error(lane, item, rc, err, d);
     item->db_errors = 0;
     switch (c.result) {
     case DD_EXTERNAL_OWNED:
         item->fence = c.fence;
-        item->hold = dd_lease_hold(group->lease, item->key, item->key_len, c.fence, t0);
+        item->hold = dd_lease_hold(group->lease, dd_lane_ext_opts(lane, item), item->key,
+                                   item->key_len, c.fence, t0);
         item->ext_step = DD_STEP_ACT;
         if (!c.taken_over) return DD_EXT_NEXT;
-        d->ext_takeovers++;
-        if (dd_handler_has_reconcile(group->h)) item->ext_step = DD_STEP_RECONCILE;
+        d->route[item->route].ext_takeovers++;
+        if (dd_handler_has_reconcile(dd_lane_ext_route(lane, item)->h))
+            item->ext_step = DD_STEP_RECONCILE;
         dd_lane_ext_log(DD_LOG_INFO, item,
                         "Took the key over from %s (token %lld -> %lld, it was %s)%s.",
                         c.prev_owner[0] ? c.prev_owner : "an unknown owner",
@@ -210,9 +226,11 @@ static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     case DD_EXTERNAL_APPLIED:
         item->outcome = DD_OUT_DUPLICATE;
         d->duplicates++;
+        d->route[item->route].duplicates++;
         return DD_EXT_DONE;
     case DD_EXTERNAL_CONFLICT:
         d->conflicts++;
+        d->route[item->route].conflicts++;
         dd_lane_ext_dlq(item, DD_REASON_CONFLICT, "%s",
                         "business key already recorded with other content");
         return DD_EXT_DONE;
@@ -243,8 +261,8 @@ static int dd_lane_ext_reconcile(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d
 
     if (!dd_lane_ext_held(lane, item))
         return dd_lane_ext_lost(lane, item, "before asking reconcile()", d);
-    out = dd_handler_reconcile(lane->group->h, item->key, item->fence, &res);
-    d->ext_reconciled[out]++;
+    out = dd_handler_reconcile(dd_lane_ext_route(lane, item)->h, item->key, item->fence, &res);
+    d->route[item->route].ext_reconciled[out]++;
     if (out == DEDUPD_DONE) {
         dd_lane_ext_log(DD_LOG_INFO, item,
                         "reconcile() says the effect happened: recording the key applied "
@@ -279,7 +297,7 @@ static int dd_lane_ext_act(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     if (!dd_lane_ext_held(lane, item))
         return dd_lane_ext_lost(lane, item, "before calling act()", d);
     dd_lane_ext_msg(item, &msg);
-    st = dd_handler_act(lane->group->h, &msg, &res);
+    st = dd_handler_act(dd_lane_ext_route(lane, item)->h, &msg, &res);
     if (st == DEDUPD_OK) {
         dd_lane_ext_applied(item, res.response, res.error);
         return DD_EXT_NEXT;
@@ -287,6 +305,7 @@ static int dd_lane_ext_act(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     if (st == DEDUPD_REJECT) return dd_lane_ext_give_up(item, DD_REASON_REJECTED, "%s", res.error);
     item->attempts++;
     d->retries++;
+    d->route[item->route].retries++;
     dd_lane_ext_log(DD_LOG_INFO, item, "Handler asked to retry (attempt %d): %s", item->attempts,
                     res.error);
     if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
@@ -306,15 +325,15 @@ static int dd_lane_ext_stale(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     int64_t fence = -1;
     int status = -1;
 
-    if (dd_external_peek(lane->db, &lane->group->xopts, item->key, item->key_len, &fence, &status,
-                         owner, sizeof(owner), &lane->sql, err, sizeof(err)) != DD_OK)
+    if (dd_external_peek(lane->db, dd_lane_ext_opts(lane, item), item->key, item->key_len, &fence,
+                         &status, owner, sizeof(owner), &lane->sql, err, sizeof(err)) != DD_OK)
         snprintf(owner, sizeof(owner), "? (%.120s)", err);
     dd_lane_ext_log(DD_LOG_WARN, item,
                     "Finished nothing: the claim of this key (token %lld) was taken over "
                     "before its finish; the row carries token %lld (status %d, owner %s), "
                     "whose result stands.",
                     (long long)item->fence, (long long)fence, status, owner);
-    d->ext_stale++;
+    d->route[item->route].ext_stale++;
     dd_lane_ext_drop_claim(lane, item);
     free(item->response);
     item->response = NULL;
@@ -336,6 +355,7 @@ static int dd_lane_ext_finish_failed(dd_lane_t *lane, dd_item_t *item, dedupd_st
                                    why);
     item->attempts++;
     d->retries++;
+    d->route[item->route].retries++;
     dd_lane_ext_log(DD_LOG_INFO, item, "finish() asked to retry (attempt %d): %s", item->attempts,
                     why);
     if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
@@ -347,24 +367,24 @@ static int dd_lane_ext_finish_failed(dd_lane_t *lane, dd_item_t *item, dedupd_st
 
 static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 {
-    dd_lanes_t *group = lane->group;
+    dd_handler_t *h = dd_lane_ext_route(lane, item)->h;
     int applied = item->outcome == DD_OUT_APPLIED, held = 0, rc;
     dedupd_status st = DEDUPD_OK;
     char err[1024], why[256] = "";
 
     if (!dd_lane_ext_held(lane, item)) return dd_lane_ext_lost(lane, item, "before finishing", d);
-    if (applied && dd_handler_has_finish(group->h)) {
+    if (applied && dd_handler_has_finish(h)) {
         dedupd_result res = {.response = item->response};
         dedupd_msg msg;
 
         dd_lane_ext_msg(item, &msg);
-        rc = dd_external_finish_txn(lane->db, &group->xopts, group->h, &msg, &res, &held, &st,
-                                    &lane->sql, err, sizeof(err));
+        rc = dd_external_finish_txn(lane->db, dd_lane_ext_opts(lane, item), h, &msg, &res, &held,
+                                    &st, &lane->sql, err, sizeof(err));
         item->response = res.response;
         snprintf(why, sizeof(why), "%s", res.error);
     } else
-        rc = dd_external_finish(lane->db, &group->xopts, item->key, item->key_len, item->fence,
-                                applied ? DD_ROW_APPLIED : DD_ROW_FAILED,
+        rc = dd_external_finish(lane->db, dd_lane_ext_opts(lane, item), item->key, item->key_len,
+                                item->fence, applied ? DD_ROW_APPLIED : DD_ROW_FAILED,
                                 applied ? item->response : NULL, applied ? NULL : item->error,
                                 &held, &lane->sql, err, sizeof(err));
     if (rc) return dd_lane_ext_db_error(lane, item, rc, err, d);
@@ -374,29 +394,36 @@ static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     dd_lane_ext_drop_claim(lane, item);
     free(item->response);
     item->response = NULL;
-    if (applied) d->applied++;
+    if (applied) {
+        d->applied++;
+        d->route[item->route].applied++;
+    }
     return DD_EXT_DONE;
 }
 
 /* ---- a message through the protocol ---- */
 
 /* Checks the connection after a database error: a lost one is opened
- * again (a failure leaves the check for the next step). */
-static void dd_lane_ext_reconnect(dd_lane_t *lane)
+ * again, with every route's handler state on it (dd_lane_reconnect). A
+ * retriable failure leaves the check for the next step; another fails the
+ * lane (DD_EXT_FATAL), as it does the batch transaction's. */
+static int dd_lane_ext_reconnect(dd_lane_t *lane)
 {
     char err[512];
+    int rc;
 
-    if (!lane->reconnect) return;
-    if (dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0) {
+    if (!lane->reconnect) return DD_EXT_NEXT;
+    rc = dd_lane_reconnect(lane, err, sizeof(err));
+    if (rc == DD_OK) {
         lane->reconnect = 0;
-        return;
+        return DD_EXT_NEXT;
     }
-    if (dd_db_reconnect(lane->db, err, sizeof(err)) == DD_OK) {
-        lane->reconnect = 0;
-        dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
-    } else {
-        dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
+    if (rc != DD_ERR_RETRIABLE) {
+        dd_lanes_set_fatal(lane->group, lane->idx, err);
+        return DD_EXT_FATAL;
     }
+    dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
+    return DD_EXT_NEXT;
 }
 
 /* Runs item's steps until it is done, waits or the lane fails. */
@@ -405,7 +432,7 @@ static int dd_lane_ext_run(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     int r = DD_EXT_NEXT;
 
     for (int steps = 0; r == DD_EXT_NEXT; steps++) {
-        dd_lane_ext_reconnect(lane);
+        if (dd_lane_ext_reconnect(lane) == DD_EXT_FATAL) return DD_EXT_FATAL;
         if (steps >= 16) { /* a claim lost again and again: let the others go first */
             dd_lane_ext_park(lane, item, dd_lane_backoff_ms(lane, 1));
             return DD_EXT_PARK;
@@ -433,8 +460,8 @@ static int dd_lane_ext_run(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 static int dd_lane_ext_hash(dd_lane_t *lane, dd_item_t *item)
 {
     if (item->hashed) return 0;
-    if (dd_hash_payload(lane->group->hspec, item->rkm->payload, item->rkm->len, item->hash) !=
-        DD_OK) {
+    if (dd_hash_payload(dd_lane_ext_route(lane, item)->hspec, item->rkm->payload, item->rkm->len,
+                        item->hash) != DD_OK) {
         dd_lanes_set_fatal(lane->group, lane->idx,
                            "cannot compute a request hash (out of memory or a libcrypto error)");
         return -1;
@@ -499,8 +526,8 @@ void dd_lane_ext_unpark(dd_lane_t *lane)
     for (item = lane->parked; item; item = next) {
         next = item->next;
         if (item->hold && dd_db_mysql(lane->db))
-            dd_external_expire(lane->db, &lane->group->xopts, item->key, item->key_len, item->fence,
-                               &held, &lane->sql, err, sizeof(err));
+            dd_external_expire(lane->db, dd_lane_ext_opts(lane, item), item->key, item->key_len,
+                               item->fence, &held, &lane->sql, err, sizeof(err));
         dd_lane_ext_drop_claim(lane, item);
         item->ext_step = DD_STEP_CLAIM;
         dd_lane_requeue(lane, &item, 1);

@@ -6,6 +6,11 @@
  * writes included, and says how the lane goes on: a dd_err_t class, or one
  * of the transaction outcomes DD_ERR_RACED, _RETRY, _REDO, _DECLINED and
  * _FAULT (a test fault).
+ *
+ * The messages of a batch may belong to several routes: each key is claimed
+ * in its route's dedup table (table by table, in the routes' order, keys in
+ * order within each: one lock order for every lane) and each message runs
+ * through its route's handler, one transaction for all.
  */
 #include "dd_lanes_int.h"
 
@@ -24,6 +29,21 @@ static int dd_lane_sql(dd_lane_t *lane, const char *sql, char *errstr, size_t er
     return dd_db_exec(lane->db, sql, strlen(sql), errstr, errstr_size);
 }
 
+static const dd_route_t *dd_lane_route(const dd_lane_t *lane, const dd_item_t *item)
+{
+    return &lane->group->routes->route[item->route];
+}
+
+/* claims[a..) sorted by group (table): the end of the group starting at a. */
+static size_t dd_lane_group_end(dd_claim_t *const *claims, size_t a, size_t u)
+{
+    size_t b = a + 1;
+
+    while (b < u && claims[b]->group == claims[a]->group)
+        b++;
+    return b;
+}
+
 /* Groups the batch's items by key: one claim per distinct key (the first
  * copy in offset order), claims sorted by key for the lock order. */
 static size_t dd_lane_build_claims(dd_lane_t *lane, dd_item_t **items, size_t n)
@@ -33,6 +53,7 @@ static size_t dd_lane_build_claims(dd_lane_t *lane, dd_item_t **items, size_t n)
     for (size_t i = 0; i < n; i++) {
         dd_claim_t *c = &lane->claims[i];
         memset(c, 0, sizeof(*c));
+        c->group = items[i]->route;
         c->key = items[i]->key;
         c->key_len = items[i]->key_len;
         c->hash = items[i]->hash;
@@ -69,10 +90,13 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
 {
     dd_claim_t *c = item->claim;
 
+    dd_route_stats_t *rs = &d->route[item->route];
+
     if (!first && c->mine) {
         /* A repeat of a key this batch owns: compare with its first copy. */
         if (memcmp(item->hash, c->hash, DD_HASH_LEN) != 0) {
             d->conflicts++;
+            rs->conflicts++;
             dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
                         "same business key as an earlier message, other content");
             item->conflict_with = DD_CONFLICT_COPY;
@@ -85,12 +109,14 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
         } else {
             item->outcome = DD_OUT_DUPLICATE;
             d->duplicates++;
+            rs->duplicates++;
         }
         return DD_OK;
     }
     /* Otherwise the stored row decides: the hash is checked on every path. */
     if (memcmp(item->hash, c->row_hash, DD_HASH_LEN) != 0) {
         d->conflicts++;
+        rs->conflicts++;
         dd_lane_dlq(item, DD_REASON_CONFLICT, "%s",
                     "business key already recorded with other content");
         item->conflict_with = DD_CONFLICT_ROW;
@@ -99,6 +125,7 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
     } else if (c->row_status == DD_ROW_APPLIED) {
         item->outcome = DD_OUT_DUPLICATE;
         d->duplicates++;
+        rs->duplicates++;
     } else if (c->row_status == DD_ROW_FAILED) {
         /* retry_failed is off: this copy is not retried, but never dropped. */
         dd_lane_dlq(item, DD_REASON_REJECTED, "previously rejected: %.200s", c->row_error);
@@ -186,6 +213,7 @@ static void dd_lane_applied(dd_item_t *item, char *response, dd_stats_t *d)
     c->result_status = DD_ROW_APPLIED;
     item->outcome = DD_OUT_APPLIED;
     d->applied++;
+    d->route[item->route].applied++;
 }
 
 /* DD_ERR_RETRIABLE (with errstr) when the handler's last statement failed
@@ -206,12 +234,14 @@ static int dd_lane_handler_db_error(dd_lane_t *lane, char *errstr, size_t errstr
  * rolled it back (retriable), or the handler ended it (a bug: fatal). */
 static int dd_lane_broken(dd_lane_t *lane, const dd_item_t *item, char *errstr, size_t errstr_size)
 {
+    const dd_handler_t *h = dd_lane_route(lane, item)->h;
+
     if (dd_lane_handler_db_error(lane, errstr, errstr_size)) return DD_ERR_RETRIABLE;
     dd_errstr_set(errstr, errstr_size,
                   "handler %s (%s) ended the transaction (COMMIT, ROLLBACK or autocommit) "
                   "at %s [%d] @%lld: this is a handler bug",
-                  dd_handler_name(lane->group->h), dd_handler_path(lane->group->h),
-                  item->claim->topic, (int)item->rkm->partition, (long long)item->rkm->offset);
+                  dd_handler_name(h), dd_handler_path(h), item->claim->topic,
+                  (int)item->rkm->partition, (long long)item->rkm->offset);
     return DD_ERR_FATAL;
 }
 
@@ -223,21 +253,37 @@ static int dd_lane_lost(dd_lane_t *lane, const dd_item_t *item, char *errstr, si
 
     snprintf(where, sizeof(where), "at %s [%d] @%lld", item->claim->topic,
              (int)item->rkm->partition, (long long)item->rkm->offset);
-    return dd_handler_txn_lost_error(lane->group->h, where, errstr, errstr_size);
+    return dd_handler_txn_lost_error(dd_lane_route(lane, item)->h, where, errstr, errstr_size);
 }
 
 /* Ends the transaction over items[0..n): COMMIT or ROLLBACK, after checking
- * that the transaction is still the one dedupd began (dd_handler_txn_end). */
+ * that the transaction is still the one dedupd began (dd_handler_txn_end).
+ * When the batch ran the handlers of several routes, the message names
+ * the routes, not one handler. */
 static int dd_lane_end(dd_lane_t *lane, dd_item_t *const *items, size_t n, int commit, char *errstr,
                        size_t errstr_size)
 {
     const rd_kafka_message_t *rkm = items[0]->rkm;
-    char where[300];
+    const dd_routes_t *routes = lane->group->routes;
+    char where[600], names[300] = "";
+    int seen[DD_CONF_ROUTE_MAX] = {0}, kinds = 0;
+    size_t pos = 0;
 
-    snprintf(where, sizeof(where), "in a batch of %zu message(s) starting at %s [%d] @%lld", n,
-             rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset);
-    return dd_handler_txn_end(lane->group->h, dd_db_mysql(lane->db), commit, where, errstr,
-                              errstr_size);
+    for (size_t i = 0; i < n; i++) {
+        int r = items[i]->route;
+        if (seen[r]) continue;
+        seen[r] = 1;
+        kinds++;
+        if (pos < sizeof(names))
+            pos += (size_t)snprintf(names + pos, sizeof(names) - pos, "%s%s (%s)",
+                                    kinds > 1 ? ", " : "", routes->route[r].conf->name,
+                                    dd_handler_name(routes->route[r].h));
+    }
+    snprintf(where, sizeof(where), "in a batch of %zu message(s) starting at %s [%d] @%lld%s%s", n,
+             rd_kafka_topic_name(rkm->rkt), (int)rkm->partition, (long long)rkm->offset,
+             kinds > 1 ? ", with the handlers of the routes " : "", kinds > 1 ? names : "");
+    return dd_handler_txn_end(kinds > 1 ? NULL : dd_lane_route(lane, items[0])->h,
+                              dd_db_mysql(lane->db), commit, where, errstr, errstr_size);
 }
 
 /* safe: take a savepoint first, so REJECT can roll back just this message.
@@ -250,6 +296,7 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     MYSQL *mysql = dd_db_mysql(lane->db);
     rd_kafka_message_t *rkm = item->rkm;
     dd_claim_t *c = item->claim;
+    const dd_route_t *rt = dd_lane_route(lane, item);
     dedupd_result res;
     dedupd_msg msg;
     int broken = 0, rc;
@@ -261,7 +308,7 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     if (rc) return rc;
     dd_lane_msg_fill(lane, item, &at, &msg);
     dd_lane_set_state(lane, DD_LANE_IN_HANDLER);
-    st = dd_handler_handle(lane->group->h, mysql, lane->hconn, &msg, &res, &broken);
+    st = dd_handler_handle(rt->h, mysql, lane->hconn[rt->idx], &msg, &res, &broken);
     dd_lane_set_state(lane, DD_LANE_IN_DB);
     if (broken) {
         free(res.response);
@@ -286,6 +333,7 @@ static int dd_lane_run_handler(dd_lane_t *lane, dd_item_t *item, int safe, dd_st
     if (st == DEDUPD_RETRY) {
         item->attempts++;
         d->retries++;
+        d->route[rt->idx].retries++;
         dd_log_msg(DD_LOG_INFO, c->topic, rkm->partition, rkm->offset, item->key,
                    "Handler asked to retry (attempt %d): %s", item->attempts, res.error);
         if (conf->retry.max_attempts == 0 || item->attempts < conf->retry.max_attempts)
@@ -328,35 +376,39 @@ static int dd_lane_owns(const dd_lane_t *lane, dd_item_t *const *items, size_t i
     return items[i]->claim == &lane->claims[i] && items[i]->claim->mine;
 }
 
-/* DD_LANE_BATCHED: one handle_batch() call for the first copy of every key
- * this transaction owns. Returns DD_ERR_DECLINED when the handler
- * declined (the caller rolls back and goes message by message). */
-static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_stats_t *d,
-                             char *errstr, size_t errstr_size)
+/* DD_LANE_BATCHED, for route r: one handle_batch() call for the first copy
+ * of every key of the route this transaction owns. Returns DD_ERR_DECLINED
+ * when the handler declined (the caller rolls back and goes message by
+ * message). */
+static int dd_lane_run_batch_route(dd_lane_t *lane, int r, dd_item_t **items, size_t n,
+                                   dd_stats_t *d, char *errstr, size_t errstr_size)
 {
+    const dd_route_t *rt = &lane->group->routes->route[r];
     MYSQL *mysql = dd_db_mysql(lane->db);
     size_t m = 0, k = 0, nhdr = 0, at = 0;
     int broken = 0, rc, faulted = 0;
     dedupd_status st;
 
     for (size_t i = 0; i < n; i++)
-        if (dd_lane_owns(lane, items, i)) nhdr += dd_lane_header_cnt(items[i]->rkm);
+        if (items[i]->route == r && dd_lane_owns(lane, items, i))
+            nhdr += dd_lane_header_cnt(items[i]->rkm);
     if ((rc = dd_lane_headers_reserve(lane, nhdr, errstr, errstr_size))) return rc;
     for (size_t i = 0; i < n; i++) {
-        if (!dd_lane_owns(lane, items, i)) continue;
+        if (items[i]->route != r || !dd_lane_owns(lane, items, i)) continue;
         dd_lane_msg_fill(lane, items[i], &at, &lane->msgs[m]);
         lane->msgv[m] = &lane->msgs[m];
         m++;
     }
     if (m == 0) return DD_OK;
     dd_lane_set_state(lane, DD_LANE_IN_HANDLER);
-    st = dd_handler_handle_batch(lane->group->h, mysql, lane->hconn, lane->msgv, m, lane->results,
+    st = dd_handler_handle_batch(rt->h, mysql, lane->hconn[r], lane->msgv, m, lane->results,
                                  &broken);
     dd_lane_set_state(lane, DD_LANE_IN_DB);
     if (broken) {
         for (size_t j = 0; j < m; j++)
             free(lane->results[j].response);
-        return dd_lane_broken(lane, items[0], errstr, errstr_size);
+        for (size_t i = 0; i < n; i++)
+            if (items[i]->route == r) return dd_lane_broken(lane, items[i], errstr, errstr_size);
     }
     if (st != DEDUPD_OK) {
         if (dd_lane_handler_db_error(lane, errstr, errstr_size))
@@ -364,12 +416,13 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
         dd_log(DD_LOG_DEBUG,
                "Lane %d: handler %s declined a batch of %zu, going message by "
                "message: %s",
-               lane->idx, dd_handler_name(lane->group->h), m,
+               lane->idx, dd_handler_name(rt->h), m,
                lane->results[0].error[0] ? lane->results[0].error : "no reason given");
+        lane->declined_route = r;
         return DD_ERR_DECLINED;
     }
     for (size_t i = 0; lane->fault_rollback && i < n; i++) {
-        if (!dd_lane_owns(lane, items, i) || items[i]->faulted) continue;
+        if (items[i]->route != r || !dd_lane_owns(lane, items, i) || items[i]->faulted) continue;
         items[i]->faulted = faulted = 1; /* test fault, as in dd_lane_run_handler */
     }
     if (faulted) {
@@ -378,9 +431,24 @@ static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_st
         return DD_ERR_FAULT;
     }
     for (size_t i = 0; i < n; i++)
-        if (dd_lane_owns(lane, items, i)) dd_lane_applied(items[i], lane->results[k++].response, d);
+        if (items[i]->route == r && dd_lane_owns(lane, items, i))
+            dd_lane_applied(items[i], lane->results[k++].response, d);
     d->batched += m;
+    d->route[r].batched += m;
     return DD_OK;
+}
+
+/* DD_LANE_BATCHED: handle_batch() of every route of the batch whose handler
+ * takes it; the others' messages go through handle() in the same pass. */
+static int dd_lane_run_batch(dd_lane_t *lane, dd_item_t **items, size_t n, dd_stats_t *d,
+                             char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    for (int r = 0; !rc && r < lane->group->routes->cnt; r++)
+        if (lane->group->batch[r])
+            rc = dd_lane_run_batch_route(lane, r, items, n, d, errstr, errstr_size);
+    return rc;
 }
 
 /* Pre-check the next batch when at least 1 in 8 keys of this one were
@@ -424,8 +492,13 @@ static int dd_lane_rollback(dd_lane_t *lane, dd_item_t *const *items, size_t n, 
 static int dd_lane_conflict_times(dd_lane_t *lane, dd_item_t **items, size_t n, size_t u,
                                   char *errstr, size_t errstr_size)
 {
-    int rc = dd_claim_row_times(lane->db, &lane->group->copts, lane->claimv, u, &lane->sql, errstr,
-                                errstr_size);
+    int rc = DD_OK;
+
+    for (size_t a = 0, b; !rc && a < u; a = b) {
+        b = dd_lane_group_end(lane->claimv, a, u);
+        rc = dd_claim_row_times(lane->db, &lane->group->copts[lane->claimv[a]->group],
+                                lane->claimv + a, b - a, &lane->sql, errstr, errstr_size);
+    }
 
     for (size_t i = 0; !rc && i < n; i++) {
         if (items[i]->conflict_with != DD_CONFLICT_ROW) continue;
@@ -462,7 +535,7 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
 {
     unsigned char token[DD_CLAIM_TOKEN_LEN];
     size_t u, mine = 0;
-    int flags = lane->precheck ? DD_CLAIM_PRECHECK : 0;
+    int flags = lane->precheck ? DD_CLAIM_PRECHECK : 0, deferred = 0;
     int64_t t0_us = dd_now_us();
     int rc;
 
@@ -478,20 +551,26 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
         dd_errstr_set(errstr, errstr_size, "no random bytes for the claim token");
         return DD_ERR_FATAL;
     }
-    if (lane->group->copts.defer && !locking) flags |= DD_CLAIM_DEFER;
     if (lane->fault_blind) flags |= DD_CLAIM_BLIND;
     rc = dd_handler_txn_begin(dd_db_mysql(lane->db), errstr, errstr_size);
-    if (!rc)
-        rc = dd_claim_acquire(lane->db, &lane->group->copts, lane->claimv, u, token, flags,
-                              lane->claimw, &lane->sql, errstr, errstr_size);
-    if (!rc && !(flags & DD_CLAIM_DEFER)) /* deferring pre-checks every batch */
+    /* Table by table, in the routes' order (the claims are sorted so). */
+    for (size_t a = 0, b; !rc && a < u; a = b) {
+        const dd_claim_opts_t *copts = &lane->group->copts[lane->claimv[a]->group];
+        int gflags = flags | (copts->defer && !locking ? DD_CLAIM_DEFER : 0);
+        b = dd_lane_group_end(lane->claimv, a, u);
+        deferred |= (gflags & DD_CLAIM_DEFER) != 0;
+        rc = dd_claim_acquire(lane->db, copts, lane->claimv + a, b - a, token, gflags,
+                              lane->claimw + a, &lane->sql, errstr, errstr_size);
+    }
+    if (!rc && !deferred) /* deferring pre-checks every batch */
         dd_lane_tune_precheck(lane, u);
     if (!rc && mode == DD_LANE_BATCHED)
         rc = dd_lane_run_batch(lane, items, n, d, errstr, errstr_size);
     for (size_t i = 0; !rc && i < n; i++) {
         dd_item_t *item = items[i];
         int first = item->claim == &lane->claims[i];
-        if (first && item->claim->mine && mode == DD_LANE_BATCHED)
+        if (first && item->claim->mine && mode == DD_LANE_BATCHED &&
+            lane->group->batch[item->route])
             continue; /* applied by dd_lane_run_batch */
         if (first && item->claim->mine && item == lane->decided)
             dd_lane_record_decided(item);
@@ -511,9 +590,11 @@ static int dd_lane_txn_once(dd_lane_t *lane, dd_item_t **items, size_t n, dd_lan
     for (size_t i = 0; !rc && i < u; i++)
         if (lane->claimv[i]->mine && lane->claimv[i]->result_status >= 0)
             lane->claimv[mine++] = lane->claimv[i];
-    if (!rc && mine)
-        rc = dd_claim_finish(lane->db, &lane->group->copts, lane->claimv, mine, &lane->sql,
-                             lane->rows, errstr, errstr_size);
+    for (size_t a = 0, b; !rc && a < mine; a = b) {
+        b = dd_lane_group_end(lane->claimv, a, mine);
+        rc = dd_claim_finish(lane->db, &lane->group->copts[lane->claimv[a]->group],
+                             lane->claimv + a, b - a, &lane->sql, lane->rows, errstr, errstr_size);
+    }
     if (!rc) rc = dd_lane_end(lane, items, n, 1, errstr, errstr_size);
     if (!rc && lane->fault_commit_lost && ++lane->commits % lane->fault_commit_lost == 0) {
         /* Test-only fault: the COMMIT went through but its reply is "lost",
@@ -540,8 +621,9 @@ rollback:
  * a dd_err_t class.
  *
  * The cheapest way that gives the right result is tried first:
- *  1. a handler with handle_batch() gets every owned message in one call;
- *     if it declines, all is rolled back and it goes on with 2;
+ *  1. a handler with handle_batch() gets every owned message of its route
+ *     in one call (the other routes' go through handle() meanwhile); if
+ *     one declines, all is rolled back and it goes on with 2;
  *  2. handle() per message without savepoints (they cost a round trip per
  *     message and are only needed when a message fails);
  *  3. when a handler REJECTs (or runs out of RETRY attempts) in 2, the
@@ -553,10 +635,11 @@ rollback:
 static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, int locking,
                              long *retry_at, dd_stats_t *d, char *errstr, size_t errstr_size)
 {
-    int batched = lane->group->conf->handler.batch && dd_handler_has_batch(lane->group->h);
-    int rc = DD_ERR_DECLINED, declined = 0;
+    int rc = DD_ERR_DECLINED, declined = 0, batched = 0;
     uint64_t retries;
 
+    for (size_t i = 0; !batched && i < n; i++)
+        batched = lane->group->batch[items[i]->route];
     lane->decided = NULL;
     if (batched)
         rc = dd_lane_txn_once(lane, items, n, DD_LANE_BATCHED, locking, retry_at, d, errstr,
@@ -567,13 +650,17 @@ static int dd_lane_txn_modes(dd_lane_t *lane, dd_item_t **items, size_t n, int l
                               errstr_size);
     }
     if (rc == DD_ERR_REDO) {
-        retries = d->retries; /* counted for the decided message */
+        dd_stats_t before = *d; /* its retries were counted for the decided message */
         rc = dd_lane_txn_once(lane, items, n, DD_LANE_SAVEPOINTS, locking, retry_at, d, errstr,
                               errstr_size);
+        retries = before.retries;
         d->retries += retries;
+        for (int r = 0; r < lane->group->routes->cnt; r++)
+            d->route[r].retries += before.route[r].retries;
         lane->decided = NULL;
     }
     d->batch_declined += (uint64_t)declined;
+    if (declined) d->route[lane->declined_route].batch_declined++;
     return rc;
 }
 

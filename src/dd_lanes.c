@@ -82,9 +82,9 @@ static uint32_t dd_lanes_route(const void *key, size_t len)
     return h;
 }
 
-void dd_lanes_push(dd_lanes_t *lanes, const void *route_key, size_t route_len, dd_item_t *item)
+void dd_lanes_push(dd_lanes_t *lanes, const void *lane_key, size_t lane_len, dd_item_t *item)
 {
-    dd_lane_push(lanes->lane[dd_lanes_route(route_key, route_len) % (uint32_t)lanes->n], item);
+    dd_lane_push(lanes->lane[dd_lanes_route(lane_key, lane_len) % (uint32_t)lanes->n], item);
 }
 
 int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
@@ -147,7 +147,7 @@ void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out)
 
 /* ---- life cycle ---- */
 
-int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, int n,
+int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *routes, int n,
                  const char *role, char *errstr, size_t errstr_size)
 {
     dd_lanes_t *lanes = calloc(1, sizeof(*lanes));
@@ -161,21 +161,29 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
         return DD_ERR_NOMEM;
     }
     lanes->conf = conf;
-    lanes->h = h;
+    lanes->routes = routes;
     lanes->n = n > 0 ? n : 1;
     pthread_mutex_init(&lanes->mu, NULL);
     pthread_cond_init(&lanes->cv, NULL);
-    dd_handler_set_max_response(h, (size_t)conf->handler.max_response_bytes);
     dd_instance_name(instance, sizeof(instance));
     snprintf(lanes->owner, sizeof(lanes->owner), "%s%s%s", instance, role ? " " : "",
              role ? role : "");
-    dd_claim_opts_init(&lanes->copts, conf, lanes->owner);
-    dd_external_opts_init(&lanes->xopts, conf, lanes->owner);
-    if (dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL)
-        rc = dd_lease_new(&lanes->lease, conf, &lanes->xopts, errstr, errstr_size);
-    if (!rc)
-        rc = dd_hash_spec_new(&lanes->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
-                              errstr_size);
+    for (int r = 0; r < routes->cnt; r++) {
+        const dd_route_t *rt = &routes->route[r];
+        dd_handler_set_max_response(rt->h, (size_t)rt->conf->handler.max_response_bytes);
+        dd_claim_opts_init(&lanes->copts[r], rt->conf, lanes->owner, r);
+        if (lanes->copts[r].max_response > lanes->copts[lanes->need_route].max_response)
+            lanes->need_route = r;
+        lanes->batch[r] = rt->conf->handler.batch && dd_handler_has_batch(rt->h);
+    }
+    /* Each route's handler decides its mode; one renewer serves every
+     * route in external mode. */
+    for (int r = 0; r < routes->cnt; r++) {
+        lanes->external[r] = dd_handler_mode(routes->route[r].h) == DEDUPD_MODE_EXTERNAL;
+        dd_external_opts_init(&lanes->xopts[r], conf, routes->route[r].conf, lanes->owner);
+        if (!rc && lanes->external[r] && !lanes->lease)
+            rc = dd_lease_new(&lanes->lease, conf, errstr, errstr_size);
+    }
     for (int i = 0; !rc && i < lanes->n; i++)
         rc = dd_lane_new(&lanes->lane[i], lanes, i, errstr, errstr_size);
     if (rc) {
@@ -234,7 +242,6 @@ void dd_lanes_destroy(dd_lanes_t *lanes)
     for (int i = 0; i < lanes->n; i++)
         dd_lane_destroy(lanes->lane[i]);
     dd_item_list_destroy(lanes->done_head, NULL);
-    dd_hash_spec_destroy(lanes->hspec);
     dd_lease_destroy(lanes->lease);
     pthread_mutex_destroy(&lanes->mu);
     pthread_cond_destroy(&lanes->cv);

@@ -6,8 +6,21 @@
  * connection, running batches of the items routed to it. Each batch is one
  * transaction: claim every key, run the handler for the keys the batch
  * owns, record the outcomes, COMMIT (dd_lane_txn.c). Items with the same
- * route key always go to the same lane, in the order they were pushed, so
+ * lane key always go to the same lane, in the order they were pushed, so
  * one key is never in two transactions of this process at once.
+ *
+ * A batch may hold messages of several routes (dd_routes.h): each is
+ * claimed in its route's dedup table and applied by its route's handler,
+ * all in the one transaction. Every lane's connection gets the handler
+ * state of every route (conn_init per route and connection).
+ *
+ * A route whose handler is in external mode (include/dedupd/handler.h)
+ * takes no part in that transaction: the lane splits each batch it
+ * collects by the mode of each message's route, runs the local ones as
+ * above and the external ones one by one through claim, act and finish
+ * (dd_lane_ext.c), where a message that must wait is set aside without
+ * holding up the others. A route's messages are always of one mode, so
+ * the order of one key's messages is kept either way.
  *
  * Threads: one thread, the consumer's, pushes items and takes finished
  * ones back (dd_lanes_take_done); it owns an item again once it took it.
@@ -25,17 +38,18 @@
 #include <stddef.h>
 
 #include "dd_conf.h"
-#include "dd_handler.h"
 #include "dd_item.h"
+#include "dd_routes.h"
 #include "dd_stats.h"
 
 typedef struct dd_lanes_s dd_lanes_t;
 
-/* A group of n lanes (at least 1) applying messages with handler h, which
- * stays the caller's and must outlive the group; the group bounds its
- * responses (handler.max_response_bytes). Claimed rows name their owner
- * "host:pid", followed by " role" when role is not NULL. */
-int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, int n,
+/* A group of n lanes (at least 1) applying each item (item->route) with
+ * its route of routes, whose handlers must all be set; routes stays the
+ * caller's and must outlive the group. The group bounds each handler's
+ * responses (its route's handler.max_response_bytes). Claimed rows name
+ * their owner "host:pid", followed by " role" when role is not NULL. */
+int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *routes, int n,
                  const char *role, char *errstr, size_t errstr_size);
 
 /* Connects every lane to the database (checking that the server takes
@@ -44,8 +58,8 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, dd_handler_t *h, in
  * are then stopped. */
 int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size);
 
-/* Queues item on the lane route_key[0..route_len) hashes to. */
-void dd_lanes_push(dd_lanes_t *lanes, const void *route_key, size_t route_len, dd_item_t *item);
+/* Queues item on the lane lane_key[0..lane_len) hashes to. */
+void dd_lanes_push(dd_lanes_t *lanes, const void *lane_key, size_t lane_len, dd_item_t *item);
 
 /* Takes the list of finished items (NULL when none), waiting up to wait_ms
  * for some when there are none yet and no lane failed. */
@@ -73,7 +87,7 @@ int dd_lanes_stopped(const dd_lanes_t *lanes);
 int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size);
 
 /* Adds the lanes' counters (applied, duplicates, conflicts, retries,
- * batches, database errors, the batch histogram) to out. */
+ * batches, database errors, the batch histogram; per route too) to out. */
 void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out);
 
 /* Stops the group if needed and frees it, with any item still in it

@@ -23,13 +23,17 @@ typedef struct dd_lane_s dd_lane_t;
 
 struct dd_lanes_s {
     const dd_conf_t *conf;
-    dd_handler_t *h;
-    dd_hash_spec_t *hspec; /* the lanes hash what the consumer could not */
-    dd_claim_opts_t copts;
+    const dd_routes_t *routes; /* each item's key, hash and handler; the lanes hash what the
+                                  consumer could not */
+    dd_claim_opts_t copts[DD_CONF_ROUTE_MAX]; /* per route: its dedup table */
+    int need_route;                           /* the route whose rows may be the largest */
+    int batch[DD_CONF_ROUTE_MAX];             /* the route's handler takes handle_batch() */
     char owner[128];
-    /* a handler in external mode (dd_lane_ext.c): its options and the
-     * renewer of the lanes' claims; lease NULL in local mode */
-    dd_external_opts_t xopts;
+    /* routes whose handler is in external mode (dd_lane_ext.c): their
+     * options and the renewer of the lanes' claims; lease NULL when every
+     * route's handler is in local mode */
+    int external[DD_CONF_ROUTE_MAX];
+    dd_external_opts_t xopts[DD_CONF_ROUTE_MAX];
     dd_lease_t *lease;
     dd_lane_t **lane;
     int n;
@@ -80,10 +84,12 @@ struct dd_lane_s {
 
     /* the lane thread's own */
     dd_db_t *db;
-    void *hconn;    /* the handler's state for db (dd_handler_conn_init) */
-    int hconn_open; /* dd_handler_conn_init succeeded on db: conn_fini is owed */
+    void *hconn[DD_CONF_ROUTE_MAX];    /* each route's handler's state for db (conn_init) */
+    int hconn_open[DD_CONF_ROUTE_MAX]; /* its conn_init succeeded on db: conn_fini is owed */
+    int conn_ready;                    /* every route's conn_init succeeded on db */
     dd_buf_t sql;
     dd_item_t **batch;
+    dd_item_t **xbatch; /* the items of a collected batch whose route is in external mode */
     dd_claim_t *claims;
     dd_claim_t **claimv;
     dd_claim_t **claimw;   /* the pre-check's scratch */
@@ -96,6 +102,7 @@ struct dd_lane_s {
     unsigned long commits;
     int fault_rollback; /* DEDUPD_TEST_FAULTS=rollback_after_handler */
     dd_item_t *decided; /* REJECT seen without a savepoint (see dd_lane_txn) */
+    int declined_route; /* whose handle_batch() declined the last batched attempt */
     /* handle_batch() arguments, batch.max_messages each */
     dedupd_msg *msgs;
     const dedupd_msg **msgv;
@@ -121,12 +128,18 @@ void dd_lane_destroy(dd_lane_t *lane);
 /* The lane's thread says what it does now (any other thread may read it). */
 void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state);
 
+/* Makes sure the lane's connection works: when it does not, the handlers'
+ * state for it goes (conn_fini), the lane reconnects and every route's
+ * handler gets its state for the new one (conn_init). Returns 0 or a
+ * dd_err_t class with errstr. */
+int dd_lane_reconnect(dd_lane_t *lane, char *errstr, size_t errstr_size);
 /* Backoff before attempt number `attempt` (retry.*, with jitter). */
 int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt);
 /* Puts items[0..n) back at the head of the lane's queue, in order. */
 void dd_lane_requeue(dd_lane_t *lane, dd_item_t **items, size_t n);
 
-/* dd_lane_ext.c: a handler in external mode, message by message */
+/* dd_lane_ext.c: the messages of routes whose handler is in external mode,
+ * message by message */
 /* Runs the waiting messages whose time came, then items[0..n). */
 void dd_lane_ext_process(dd_lane_t *lane, dd_item_t **items, size_t n);
 /* 1 when a waiting message's time came (lane thread only). */

@@ -1,7 +1,9 @@
 /*
  * The lease renewer (see dd_lease.h): one thread, one connection, a list
  * of holds ordered by nothing (a worker holds at most a few claims at a
- * time: one per lane in act(), plus those waiting to retry).
+ * time: one per lane in act(), plus those waiting to retry). Each hold
+ * names its dedup table (the options of its route), so one renewer serves
+ * every route in external mode.
  *
  * A hold being renewed is marked; releasing it then leaves the freeing to
  * the renewer, so a lane never waits for a renewal's round trip.
@@ -25,6 +27,7 @@
 
 struct dd_lease_hold_s {
     struct dd_lease_hold_s *next;
+    const dd_external_opts_t *opts; /* its dedup table's (its route's) */
     char key[DD_KEY_MAX + 1];
     size_t key_len;
     int64_t fence;
@@ -37,8 +40,8 @@ struct dd_lease_hold_s {
 
 struct dd_lease_s {
     const dd_conf_t *conf;
-    dd_external_opts_t opts;
-    dd_db_t *db; /* the renewer thread's */
+    int64_t lease_ms; /* external.lease */
+    dd_db_t *db;      /* the renewer thread's */
     dd_buf_t sql;
     pthread_t thread;
     int started;
@@ -53,8 +56,9 @@ struct dd_lease_s {
 /* ---- the renewer thread ---- */
 
 /* Renews one hold's claim; 0 (held set) or the class of the error. */
-static int dd_lease_renew(dd_lease_t *lease, const char *key, size_t key_len, int64_t fence,
-                          int *held, char *errstr, size_t errstr_size)
+static int dd_lease_renew(dd_lease_t *lease, const dd_external_opts_t *opts, const char *key,
+                          size_t key_len, int64_t fence, int *held, char *errstr,
+                          size_t errstr_size)
 {
     int rc = DD_OK;
 
@@ -63,8 +67,8 @@ static int dd_lease_renew(dd_lease_t *lease, const char *key, size_t key_len, in
     else if (!dd_db_mysql(lease->db))
         rc = dd_db_reconnect(lease->db, errstr, errstr_size);
     if (!rc)
-        rc = dd_external_renew(lease->db, &lease->opts, key, key_len, fence, held, &lease->sql,
-                               errstr, errstr_size);
+        rc = dd_external_renew(lease->db, opts, key, key_len, fence, held, &lease->sql, errstr,
+                               errstr_size);
     if (rc && lease->db && dd_db_mysql(lease->db) && mysql_ping(dd_db_mysql(lease->db)) != 0)
         dd_db_reconnect(lease->db, NULL, 0); /* the next try starts on a fresh connection */
     return rc;
@@ -103,8 +107,8 @@ static void dd_lease_wait(dd_lease_t *lease, int64_t wake_ms)
 static void dd_lease_record(dd_lease_t *lease, dd_lease_hold_t *h, int64_t t0, int rc, int held,
                             const char *err)
 {
-    int64_t retry = lease->opts.lease_ms / 10 < DD_LEASE_RETRY_MS ? lease->opts.lease_ms / 10
-                                                                  : DD_LEASE_RETRY_MS;
+    int64_t retry =
+        lease->lease_ms / 10 < DD_LEASE_RETRY_MS ? lease->lease_ms / 10 : DD_LEASE_RETRY_MS;
 
     if (rc) {
         h->next_ms = dd_now_ms() + retry;
@@ -117,8 +121,8 @@ static void dd_lease_record(dd_lease_t *lease, dd_lease_hold_t *h, int64_t t0, i
                "finish it.",
                h->key, (long long)h->fence);
     } else {
-        h->valid_until_ms = t0 + lease->opts.lease_ms;
-        h->next_ms = t0 + lease->opts.lease_ms / 3;
+        h->valid_until_ms = t0 + lease->lease_ms;
+        h->next_ms = t0 + lease->lease_ms / 3;
     }
 }
 
@@ -126,6 +130,7 @@ static void *dd_lease_main(void *arg)
 {
     dd_lease_t *lease = arg;
     char key[DD_KEY_MAX + 1], err[512];
+    const dd_external_opts_t *opts;
     size_t key_len;
     int64_t fence, t0, wake;
     dd_lease_hold_t *h;
@@ -142,10 +147,11 @@ static void *dd_lease_main(void *arg)
         memcpy(key, h->key, h->key_len + 1);
         key_len = h->key_len;
         fence = h->fence;
+        opts = h->opts;
         pthread_mutex_unlock(&lease->mu);
         t0 = dd_now_ms();
         held = 0;
-        rc = dd_lease_renew(lease, key, key_len, fence, &held, err, sizeof(err));
+        rc = dd_lease_renew(lease, opts, key, key_len, fence, &held, err, sizeof(err));
         pthread_mutex_lock(&lease->mu);
         h->renewing = 0;
         if (h->orphan)
@@ -159,18 +165,19 @@ static void *dd_lease_main(void *arg)
 
 /* ---- holds ---- */
 
-dd_lease_hold_t *dd_lease_hold(dd_lease_t *lease, const char *key, size_t key_len, int64_t fence,
-                               int64_t t0_ms)
+dd_lease_hold_t *dd_lease_hold(dd_lease_t *lease, const dd_external_opts_t *opts, const char *key,
+                               size_t key_len, int64_t fence, int64_t t0_ms)
 {
     dd_lease_hold_t *h = calloc(1, sizeof(*h));
 
     if (!h) return NULL;
+    h->opts = opts;
     if (key_len > DD_KEY_MAX) key_len = DD_KEY_MAX;
     memcpy(h->key, key, key_len);
     h->key_len = key_len;
     h->fence = fence;
-    h->valid_until_ms = t0_ms + lease->opts.lease_ms;
-    h->next_ms = t0_ms + lease->opts.lease_ms / 3;
+    h->valid_until_ms = t0_ms + lease->lease_ms;
+    h->next_ms = t0_ms + lease->lease_ms / 3;
     pthread_mutex_lock(&lease->mu);
     h->next = lease->holds;
     lease->holds = h;
@@ -220,8 +227,7 @@ void dd_lease_release(dd_lease_t *lease, dd_lease_hold_t *hold)
 
 /* ---- life cycle ---- */
 
-int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, const dd_external_opts_t *opts,
-                 char *errstr, size_t errstr_size)
+int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
     dd_lease_t *lease = calloc(1, sizeof(*lease));
     pthread_condattr_t attr;
@@ -232,7 +238,7 @@ int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, const dd_external_o
         return DD_ERR_NOMEM;
     }
     lease->conf = conf;
-    lease->opts = *opts;
+    lease->lease_ms = conf->external.lease_ms;
     pthread_mutex_init(&lease->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

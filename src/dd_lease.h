@@ -6,7 +6,8 @@
  * inside the handler's call. So one thread with its own connection renews
  * every registered claim every third of external.lease, on the database's
  * clock (UPDATE ... SET lease_until = NOW(6) + lease WHERE biz_key = ? AND
- * fence = ?). A claim is held while renewals keep finding it: one that
+ * fence = ?), in the claim's own dedup table: one renewer serves every
+ * route in external mode. A claim is held while renewals keep finding it: one that
  * finds another token was taken over; one not renewed for a whole lease
  * (the database unreachable) may have been taken over. Either way the lane
  * must stop calling the handler for that key and must not finish it.
@@ -31,10 +32,9 @@
 typedef struct dd_lease_s dd_lease_t;
 typedef struct dd_lease_hold_s dd_lease_hold_t;
 
-/* The renewer for claims made with opts (copied; opts->owner and ->table
- * must outlive it). No connection, no thread yet. */
-int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, const dd_external_opts_t *opts,
-                 char *errstr, size_t errstr_size);
+/* The renewer of claims whose lease is conf's external.lease (conf must
+ * outlive it). No connection, no thread yet. */
+int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, char *errstr, size_t errstr_size);
 /* Starts the thread; it connects when it first has something to renew. */
 int dd_lease_start(dd_lease_t *lease, char *errstr, size_t errstr_size);
 /* Joins the thread; holds stay registered (and are no longer renewed). */
@@ -42,11 +42,12 @@ void dd_lease_stop(dd_lease_t *lease);
 /* Stops it if needed and frees it with every hold; NULL is fine. */
 void dd_lease_destroy(dd_lease_t *lease);
 
-/* Registers fence's claim on key[0..key_len), sent at t0_ms (dd_now_ms()
- * taken before the claim's statement). Returns the hold, or NULL when out
- * of memory. */
-dd_lease_hold_t *dd_lease_hold(dd_lease_t *lease, const char *key, size_t key_len, int64_t fence,
-                               int64_t t0_ms);
+/* Registers fence's claim on key[0..key_len) in opts's dedup table (opts
+ * is borrowed and must outlive the hold; its lease_ms is the renewer's),
+ * sent at t0_ms (dd_now_ms() taken before the claim's statement). Returns
+ * the hold, or NULL when out of memory. */
+dd_lease_hold_t *dd_lease_hold(dd_lease_t *lease, const dd_external_opts_t *opts, const char *key,
+                               size_t key_len, int64_t fence, int64_t t0_ms);
 /* 1 while the claim is held (see above); a NULL hold is not. */
 int dd_lease_held(dd_lease_t *lease, const dd_lease_hold_t *hold);
 /* Why a hold is not held, for the log. */

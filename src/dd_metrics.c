@@ -3,6 +3,10 @@
  *
  * Counters are printed as exact integers (never through a double), so a
  * scrape can be compared with the run's summary line digit for digit. The
+ * counters a message counts in carry its route's label, and only that
+ * series exists for them: sum() over the label is the total, as the
+ * summary line prints it. External mode's counters and the compensation
+ * scan's gauges are a route's too (its handler's mode, its table). The
  * histogram's buckets arrive non-cumulative from the lanes and are summed
  * here, because Prometheus buckets are cumulative ("le" = less or equal).
  */
@@ -64,26 +68,47 @@ static void dd_metrics_seconds(FILE *f, const char *name, const char *type, cons
     fprintf(f, "%s %.*f\n", name, prec, v);
 }
 
-static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
+/* A counter per route: name{route="..."} v, one series per route. */
+static void dd_metrics_route_counter(FILE *f, const char *name, const char *help,
+                                     const dd_stats_t *s, const char *const *routes, int route_cnt,
+                                     size_t field)
 {
-    dd_metrics_counter(f, "dedupd_messages_total", "Messages consumed, each counted once.",
-                       s->messages);
-    dd_metrics_counter(f, "dedupd_applied_total", "Messages applied by the handler and committed.",
-                       s->applied);
-    dd_metrics_counter(f, "dedupd_duplicates_total",
-                       "Messages skipped because the same key and request hash were applied.",
-                       s->duplicates);
-    dd_metrics_counter(f, "dedupd_conflicts_total",
-                       "Messages whose key was applied with a different request hash.",
-                       s->conflicts);
-    dd_metrics_counter(f, "dedupd_retries_total", "Handler RETRY results.", s->retries);
+    dd_metrics_head(f, name, "counter", help);
+    for (int r = 0; r < route_cnt; r++) {
+        fprintf(f, "%s{route=", name);
+        dd_metrics_label(f, routes[r]);
+        fprintf(f, "} %llu\n",
+                (unsigned long long)*(const uint64_t *)((const char *)&s->route[r] + field));
+    }
+}
+
+#define DD_METRICS_RS(field) offsetof(dd_route_stats_t, field)
+
+static void dd_metrics_counters(FILE *f, const dd_stats_t *s, const char *const *routes,
+                                int route_cnt)
+{
+    dd_metrics_route_counter(f, "dedupd_messages_total", "Messages consumed, each counted once.", s,
+                             routes, route_cnt, DD_METRICS_RS(messages));
+    dd_metrics_route_counter(f, "dedupd_applied_total",
+                             "Messages applied by the handler and committed.", s, routes, route_cnt,
+                             DD_METRICS_RS(applied));
+    dd_metrics_route_counter(f, "dedupd_duplicates_total",
+                             "Messages skipped because the same key and request hash were "
+                             "applied.",
+                             s, routes, route_cnt, DD_METRICS_RS(duplicates));
+    dd_metrics_route_counter(f, "dedupd_conflicts_total",
+                             "Messages whose key was applied with a different request hash.", s,
+                             routes, route_cnt, DD_METRICS_RS(conflicts));
+    dd_metrics_route_counter(f, "dedupd_retries_total", "Handler RETRY results.", s, routes,
+                             route_cnt, DD_METRICS_RS(retries));
     dd_metrics_counter(f, "dedupd_batches_total", "Claim transactions committed.", s->batches);
-    dd_metrics_counter(f, "dedupd_batched_total",
-                       "Messages applied through the handler's handle_batch().", s->batched);
-    dd_metrics_counter(f, "dedupd_batch_declined_total",
-                       "handle_batch() calls the handler declined; those transactions went "
-                       "message by message.",
-                       s->batch_declined);
+    dd_metrics_route_counter(f, "dedupd_batched_total",
+                             "Messages applied through the handler's handle_batch().", s, routes,
+                             route_cnt, DD_METRICS_RS(batched));
+    dd_metrics_route_counter(f, "dedupd_batch_declined_total",
+                             "handle_batch() calls the handler declined; those transactions went "
+                             "message by message.",
+                             s, routes, route_cnt, DD_METRICS_RS(batch_declined));
     dd_metrics_counter(f, "dedupd_claim_races_total",
                        "Transactions rolled back and replayed with the locking claim because "
                        "another consumer inserted a deferred key first.",
@@ -94,31 +119,41 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s)
                        3, (double)s->fetch_wait_us / 1e6);
 
     dd_metrics_head(f, "dedupd_dead_letters_total", "counter",
-                    "Dead letters acknowledged by the dead-letter topic, by reason.");
-    for (int i = 0; i < DD_REASON_CNT; i++)
-        fprintf(f, "dedupd_dead_letters_total{reason=\"%s\"} %llu\n", dd_reason2str((dd_reason_t)i),
-                (unsigned long long)s->dead_letters[i]);
+                    "Dead letters acknowledged by the dead-letter topic, by route and reason.");
+    for (int r = 0; r < route_cnt; r++) {
+        for (int i = 0; i < DD_REASON_CNT; i++) {
+            fputs("dedupd_dead_letters_total{route=", f);
+            dd_metrics_label(f, routes[r]);
+            fprintf(f, ",reason=\"%s\"} %llu\n", dd_reason2str((dd_reason_t)i),
+                    (unsigned long long)s->route[r].dead_letters[i]);
+        }
+    }
 
-    dd_metrics_counter(f, "dedupd_external_waits_total",
-                       "External mode: times a message found its key in progress under another "
-                       "claim and waited.",
-                       s->ext_waits);
-    dd_metrics_counter(f, "dedupd_external_takeovers_total",
-                       "External mode: claims taken over after their lease ran out (or failed "
-                       "keys claimed again).",
-                       s->ext_takeovers);
+    dd_metrics_route_counter(f, "dedupd_external_waits_total",
+                             "External mode: times a message found its key in progress under "
+                             "another claim and waited.",
+                             s, routes, route_cnt, DD_METRICS_RS(ext_waits));
+    dd_metrics_route_counter(f, "dedupd_external_takeovers_total",
+                             "External mode: claims taken over after their lease ran out (or "
+                             "failed keys claimed again).",
+                             s, routes, route_cnt, DD_METRICS_RS(ext_takeovers));
     dd_metrics_head(f, "dedupd_external_reconcile_total", "counter",
-                    "External mode: reconcile() answers after takeovers, by answer.");
-    for (int i = 0; i < 3; i++)
-        fprintf(f, "dedupd_external_reconcile_total{answer=\"%s\"} %llu\n",
-                i == 0   ? "done"
-                : i == 1 ? "not_done"
-                         : "unknown",
-                (unsigned long long)s->ext_reconciled[i]);
-    dd_metrics_counter(f, "dedupd_external_lost_claims_total",
-                       "External mode: claims lost (taken over, or not renewed in time) before "
-                       "their finish; the worker finished nothing.",
-                       s->ext_stale);
+                    "External mode: reconcile() answers after takeovers, by route and answer.");
+    for (int r = 0; r < route_cnt; r++) {
+        for (int i = 0; i < 3; i++) {
+            fputs("dedupd_external_reconcile_total{route=", f);
+            dd_metrics_label(f, routes[r]);
+            fprintf(f, ",answer=\"%s\"} %llu\n",
+                    i == 0   ? "done"
+                    : i == 1 ? "not_done"
+                             : "unknown",
+                    (unsigned long long)s->route[r].ext_reconciled[i]);
+        }
+    }
+    dd_metrics_route_counter(f, "dedupd_external_lost_claims_total",
+                             "External mode: claims lost (taken over, or not renewed in time) "
+                             "before their finish; the worker finished nothing.",
+                             s, routes, route_cnt, DD_METRICS_RS(ext_stale));
 
     dd_metrics_head(f, "dedupd_db_errors_total", "counter",
                     "Database errors by class: retriable (batch replayed) or fatal (shutdown).");
@@ -145,23 +180,46 @@ static void dd_metrics_histogram(FILE *f, const dd_stats_t *s)
     fprintf(f, "dedupd_batch_seconds_count %llu\n", (unsigned long long)cum);
 }
 
-static void dd_metrics_gauges(FILE *f, const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
+/* The compensation scan's gauges, one series per route it scans (a
+ * route in external mode, once a scan counted); none at all before. */
+static void dd_metrics_processing(FILE *f, const dd_stats_t *s, const char *const *routes,
+                                  int route_cnt)
+{
+    int any = 0;
+
+    for (int r = 0; r < route_cnt; r++)
+        any |= s->processing_stuck[r] >= 0;
+    if (!any) return;
+    dd_metrics_head(f, "dedupd_processing_stuck", "gauge",
+                    "External mode: rows of the route's dedup table in processing past their "
+                    "lease, as the last compensation scan counted them.");
+    for (int r = 0; r < route_cnt; r++) {
+        if (s->processing_stuck[r] < 0) continue;
+        fputs("dedupd_processing_stuck{route=", f);
+        dd_metrics_label(f, routes[r]);
+        fprintf(f, "} %lld\n", (long long)s->processing_stuck[r]);
+    }
+    dd_metrics_head(f, "dedupd_processing_oldest_seconds", "gauge",
+                    "External mode: how long ago the lease of the oldest stuck row of the "
+                    "route's dedup table ran out (0: none), as the last compensation scan "
+                    "found it.");
+    for (int r = 0; r < route_cnt; r++) {
+        if (s->processing_stuck[r] < 0) continue;
+        fputs("dedupd_processing_oldest_seconds{route=", f);
+        dd_metrics_label(f, routes[r]);
+        fprintf(f, "} %.3f\n", s->processing_oldest_s[r]);
+    }
+}
+
+static void dd_metrics_gauges(FILE *f, const dd_stats_t *s, const char *const *routes,
+                              int route_cnt, const dd_lag_t *lags, size_t lag_cnt)
 {
     dd_metrics_gauge(f, "dedupd_inflight_messages", "Messages polled and not yet finished.",
                      (long long)s->inflight);
     dd_metrics_gauge(f, "dedupd_assigned_partitions", "Partitions assigned to this consumer.",
                      s->assigned);
     dd_metrics_gauge(f, "dedupd_running", "1 while the consumer loop runs.", s->running);
-    if (s->processing_stuck >= 0) {
-        dd_metrics_gauge(f, "dedupd_processing_stuck",
-                         "External mode: dedup rows in processing past their lease, as the last "
-                         "compensation scan counted them.",
-                         (long long)s->processing_stuck);
-        dd_metrics_seconds(f, "dedupd_processing_oldest_seconds", "gauge",
-                           "External mode: how long ago the lease of the oldest stuck row ran "
-                           "out (0: none), as the last compensation scan found it.",
-                           3, s->processing_oldest_s);
-    }
+    dd_metrics_processing(f, s, routes, route_cnt);
 
     dd_metrics_head(f, "dedupd_consumer_lag", "gauge",
                     "High watermark minus the next offset to finish, per assigned partition "
@@ -281,8 +339,9 @@ static void dd_metrics_build_info(FILE *f)
     fputs("} 1\n", f);
 }
 
-int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
-                      const dd_proc_t *proc, char **outp, size_t *lenp)
+int dd_metrics_render(const dd_stats_t *s, const char *const *routes, int route_cnt,
+                      const dd_lag_t *lags, size_t lag_cnt, const dd_proc_t *proc, char **outp,
+                      size_t *lenp)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -293,9 +352,9 @@ int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
     f = open_memstream(&buf, &len);
     if (!f) return DD_ERR_NOMEM;
     dd_metrics_build_info(f);
-    dd_metrics_counters(f, s);
+    dd_metrics_counters(f, s, routes, route_cnt);
     dd_metrics_histogram(f, s);
-    dd_metrics_gauges(f, s, lags, lag_cnt);
+    dd_metrics_gauges(f, s, routes, route_cnt, lags, lag_cnt);
     if (proc) dd_metrics_process(f, proc);
     if (ferror(f)) {
         fclose(f);

@@ -28,10 +28,13 @@ typedef struct dd_proc_s {
 void dd_metrics_proc_read(dd_proc_t *proc);
 
 /* Renders every metric into a malloc'd, NUL-terminated text; the caller
- * frees *outp. lags may be NULL when lag_cnt is 0; partitions whose lag is
- * unknown (-1) are left out rather than reported as a number. proc may be
- * NULL (no process_* metrics). Returns 0 or DD_ERR_NOMEM. */
-int dd_metrics_render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
-                      const dd_proc_t *proc, char **outp, size_t *lenp);
+ * frees *outp. routes[0..route_cnt) name the routes (the route label of
+ * the counters each message counts in: s->route[i] is routes[i]'s). lags
+ * may be NULL when lag_cnt is 0; partitions whose lag is unknown (-1) are
+ * left out rather than reported as a number. proc may be NULL (no
+ * process_* metrics). Returns 0 or DD_ERR_NOMEM. */
+int dd_metrics_render(const dd_stats_t *s, const char *const *routes, int route_cnt,
+                      const dd_lag_t *lags, size_t lag_cnt, const dd_proc_t *proc, char **outp,
+                      size_t *lenp);
 
 #endif /* DD_METRICS_H */

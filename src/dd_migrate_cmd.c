@@ -1,7 +1,8 @@
 /*
- * `dedupd migrate`: creates or upgrades the dedup table (dd_migrate), with
- * the index of processing rows when the handler is in external mode, then
- * lets the handler create or upgrade its own tables (its migrate()).
+ * `dedupd migrate`: creates or upgrades the dedup table of every route
+ * (dd_migrate), with the index of processing rows for a route whose handler
+ * is in external mode, then lets each route's handler create or upgrade
+ * its own tables (its migrate()).
  */
 #include <stdio.h>
 
@@ -12,31 +13,44 @@
 #include "dd_key.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
+#include "dd_routes.h"
 
 static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
 {
-    dd_handler_t *h = NULL;
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
     dd_db_t *db = NULL;
     char err[1024];
-    int rc, version = 0, index = 0;
+    int rc, version[DD_CONF_ROUTE_MAX] = {0}, index = 0;
 
     (void)opts;
-    rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
+    rc = dd_routes_load_handlers(conf, hs, err, sizeof(err));
     if (!rc) rc = dd_db_new(&db, conf, err, sizeof(err));
-    if (!rc) rc = dd_migrate_run(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
-    if (!rc)
-        rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, err, sizeof(err));
-    if (!rc && dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL)
-        rc = dd_migrate_processing_index(dd_db_mysql(db), conf->dedup.table, 1, &index, err,
-                                         sizeof(err));
-    if (!rc) rc = dd_handler_migrate(h, dd_db_mysql(db), err, sizeof(err));
-    if (rc)
-        dd_log(DD_LOG_ERROR, "dedupd migrate: %s", err);
-    else
-        printf("dedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
-               conf->dedup.table, version, DD_KEY_FORMAT, dd_handler_name(h));
+    /* Every route's dedup table first, then every route's handler: each
+     * instance its own migrate(), so a handler two routes use runs it
+     * twice (a migrate is written to be run again). */
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        const char *table = conf->routes[r].dedup.table;
+        rc = dd_migrate_run(dd_db_mysql(db), table, err, sizeof(err));
+        if (!rc) rc = dd_migrate_version(dd_db_mysql(db), table, &version[r], err, sizeof(err));
+        if (!rc && dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL)
+            rc = dd_migrate_processing_index(dd_db_mysql(db), table, 1, &index, err, sizeof(err));
+    }
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        char msg[900];
+        if ((rc = dd_handler_migrate(hs[r], dd_db_mysql(db), msg, sizeof(msg))) && conf->has_routes)
+            snprintf(err, sizeof(err), "route %s: %s", conf->routes[r].name, msg);
+        else if (rc)
+            snprintf(err, sizeof(err), "%s", msg);
+    }
+    if (rc) dd_log(DD_LOG_ERROR, "dedupd migrate: %s", err);
+    for (int r = 0; !rc && r < conf->route_cnt; r++)
+        printf(
+            "%s%s%sdedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
+            conf->has_routes ? "route " : "", conf->has_routes ? conf->routes[r].name : "",
+            conf->has_routes ? ": " : "", conf->routes[r].dedup.table, version[r], DD_KEY_FORMAT,
+            dd_handler_name(hs[r]));
     dd_db_destroy(db);
-    dd_handler_destroy(h);
+    dd_routes_destroy_handlers(hs, conf->route_cnt);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
@@ -46,10 +60,11 @@ const dd_cmd_t dd_cmd_migrate = {
     .summary = "create or upgrade the dedup table, then the handler's tables",
     .help = "usage: dedupd migrate -c FILE\n"
             "\n"
-            "Creates or upgrades the dedup table (dedup.table) and records its key\n"
-            "format (for a handler in external mode also the index of processing rows),\n"
-            "then calls the handler's migrate() for its own tables. Safe to run again,\n"
-            "and from several instances at once.\n"
+            "Creates or upgrades the dedup table (dedup.table; every route's table with\n"
+            "routes) and records its key format (for a handler in external mode also\n"
+            "the index of processing rows), then calls the handler's migrate() (each\n"
+            "route's) for its own tables. Safe to run again, and from several instances\n"
+            "at once.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"

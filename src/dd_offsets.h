@@ -25,6 +25,7 @@ typedef struct dd_ptrack_s {
     int64_t committed;  /* last offset confirmed committed, -1 none */
     int64_t stored;     /* last offset handed to rd_kafka_offsets_store, -1 none */
     int64_t next;       /* every offset below this one is finished; -1 unknown */
+    int route;          /* its owner's: the topic's route, set when it is assigned */
 
     /* ring of in-flight offsets, indexed by sequence number */
     uint64_t head_seq, tail_seq;

@@ -200,15 +200,15 @@ static cJSON *dd_parse_json(dd_parse_pool_t *pool, const void *payload, size_t l
     return json;
 }
 
-int dd_parse_message(dd_json_doc_t *doc, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
+int dd_parse_message(dd_json_doc_t *doc, int64_t max_payload_bytes, const dd_key_tmpl_t *tmpl,
                      const void *payload, size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1],
                      size_t *key_len, dd_reason_t *reason, char *errstr, size_t errstr_size)
 {
-    return dd_parse_message_into(NULL, doc, conf, tmpl, payload, len, jsonp, key, key_len, reason,
-                                 errstr, errstr_size);
+    return dd_parse_message_into(NULL, doc, max_payload_bytes, tmpl, payload, len, jsonp, key,
+                                 key_len, reason, errstr, errstr_size);
 }
 
-int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, const dd_conf_t *conf,
+int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, int64_t max_payload_bytes,
                           const dd_key_tmpl_t *tmpl, const void *payload, size_t len, cJSON **jsonp,
                           char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
                           char *errstr, size_t errstr_size)
@@ -220,9 +220,9 @@ int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, const dd_co
     *jsonp = NULL;
     *key_len = 0;
     key[0] = '\0';
-    if ((int64_t)len > conf->dedup.max_payload_bytes) {
+    if ((int64_t)len > max_payload_bytes) {
         dd_errstr_set(errstr, errstr_size, "payload is %zu bytes, at most %lld allowed", len,
-                      (long long)conf->dedup.max_payload_bytes);
+                      (long long)max_payload_bytes);
         *reason = DD_REASON_PAYLOAD_TOO_LARGE;
         return DD_ERR_PERMANENT;
     }

@@ -21,13 +21,15 @@
 #include "dd_stats.h"
 
 /* Parses payload into doc (the caller's, reused from message to message by
- * one thread) and renders its business key into key (*key_len bytes).
+ * one thread) and renders its business key (tmpl: the message's route's)
+ * into key (*key_len bytes); payloads over max_payload_bytes (the route's
+ * dedup.max_payload_bytes) are refused.
  * Returns DD_OK with *jsonp set (the caller owns it: cJSON_Delete) and doc
  * holding the payload's document (for dd_hash_doc, a lane key) until the
  * next parse into it; or DD_ERR_PERMANENT with *reason (bad_json,
  * key_missing, key_too_long, payload_too_large), why it failed in errstr,
  * *jsonp NULL and *key_len 0. doc points into payload: keep both. */
-int dd_parse_message(dd_json_doc_t *doc, const dd_conf_t *conf, const dd_key_tmpl_t *tmpl,
+int dd_parse_message(dd_json_doc_t *doc, int64_t max_payload_bytes, const dd_key_tmpl_t *tmpl,
                      const void *payload, size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1],
                      size_t *key_len, dd_reason_t *reason, char *errstr, size_t errstr_size);
 
@@ -60,7 +62,7 @@ void dd_parse_pool_destroy(dd_parse_pool_t *pool);
 
 /* dd_parse_message with the tree in pool (NULL: on the heap). The caller
  * releases it with dd_parse_release(pool, json). */
-int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, const dd_conf_t *conf,
+int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, int64_t max_payload_bytes,
                           const dd_key_tmpl_t *tmpl, const void *payload, size_t len, cJSON **jsonp,
                           char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
                           char *errstr, size_t errstr_size);

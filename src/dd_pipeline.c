@@ -52,6 +52,8 @@ static dd_item_t *dd_pipeline_item_new(dd_pipeline_t *pl)
 static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
 {
     pl->stats.messages = pl->messages;
+    for (int r = 0; r < pl->routes->cnt; r++)
+        pl->stats.route[r].messages = pl->route_messages[r];
     pl->stats.first_poll_ms = pl->first_poll_ms;
     pl->stats.fetch_wait_us = pl->fetch_wait_us;
     if (!pl->lat_pending) return;
@@ -76,18 +78,20 @@ void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
 /* ---- parsing and routing ---- */
 
 /* The same parse rules as `dedupd replay` (dd_parse.c), so replay judges a
- * message exactly as the consumer did. */
+ * message exactly as the consumer did; the key, hash and lane key of the
+ * message's route. */
 static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 {
+    const dd_route_t *rt = &pl->routes->route[item->route];
     rd_kafka_message_t *rkm = item->rkm;
     dd_reason_t reason;
 
     char lane_key[DD_KEY_MAX + 1], why[8];
     size_t lane_len = 0;
 
-    if (dd_parse_message_into(pl->pool, pl->doc, pl->conf, pl->tmpl, rkm->payload, rkm->len,
-                              &item->json, item->key, &item->key_len, &reason, item->error,
-                              sizeof(item->error)) != DD_OK) {
+    if (dd_parse_message_into(pl->pool, pl->doc, rt->conf->dedup.max_payload_bytes, rt->tmpl,
+                              rkm->payload, rkm->len, &item->json, item->key, &item->key_len,
+                              &reason, item->error, sizeof(item->error)) != DD_OK) {
         dd_pipeline_reject(pl, item, reason);
         return;
     }
@@ -95,11 +99,13 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
      * it is still in this core's cache. The lane skips hashed items; on
      * failure it parses and tries again itself, and stops the worker if
      * that fails too. */
-    if (dd_hash_doc(pl->hspec, pl->doc, item->hash) == DD_OK) item->hashed = 1;
+    if (dd_hash_doc(rt->hspec, pl->doc, item->hash) == DD_OK) item->hashed = 1;
     /* The lane key's fields are fields of the business key (checked at load),
-     * so every copy of a key goes to the same lane. */
-    if (pl->lane_tmpl &&
-        dd_key_render(pl->lane_tmpl, pl->doc, lane_key, &lane_len, why, sizeof(why)) == DD_KEY_OK)
+     * so every copy of a key goes to the same lane. Lane keys of different
+     * routes share the lanes: equal ones meet on one lane, which is what
+     * handlers of two routes updating the same rows want. */
+    if (rt->lane_tmpl &&
+        dd_key_render(rt->lane_tmpl, pl->doc, lane_key, &lane_len, why, sizeof(why)) == DD_KEY_OK)
         dd_lanes_push(pl->lanes, lane_key, lane_len, item);
     else
         dd_lanes_push(pl->lanes, item->key, item->key_len, item);
@@ -117,8 +123,10 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
         return;
     }
     pt = dd_offsets_get(pl->offs, rd_kafka_topic_name(rkm->rkt), rkm->partition, 0);
-    if (!pt || !pt->assigned) {
-        rd_kafka_message_destroy(rkm); /* from an assignment we no longer hold */
+    if (!pt || !pt->assigned || pt->route < 0) {
+        /* from an assignment we no longer hold, or a topic of no one route
+         * (dedupd is stopping: dd_pipeline_assign) */
+        rd_kafka_message_destroy(rkm);
         return;
     }
     item = dd_pipeline_item_new(pl);
@@ -133,12 +141,56 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->epoch = pt->epoch;
     item->t_poll_us = dd_now_us();
     item->t_poll_ms = item->t_poll_us / 1000;
+    item->route = pt->route;
     pl->inflight++;
+    pl->route_messages[item->route]++;
     if (!pl->messages++) pl->first_poll_ms = item->t_poll_ms;
     dd_pipeline_route(pl, item);
 }
 
 /* ---- rebalance ---- */
+
+/* The route of an assigned topic, into pt->route. A topic two routes'
+ * patterns match (or, which the subscription cannot bring, none) gets -1,
+ * and the consumer stops with an error: applying its messages by either
+ * route's rules would be a guess. */
+static void dd_pipeline_route_topic(dd_pipeline_t *pl, dd_ptrack_t *pt)
+{
+    const dd_conf_t *conf = pl->conf;
+    int other, r = dd_conf_route_find(conf, pt->topic, &other);
+
+    char dlq[512], dlq2[512];
+    int loop = -1, unused;
+
+    /* The dead letters of the topic must not come round: a topic whose
+     * dead letters go to a topic dedupd consumes, whose own go to one it
+     * consumes too (a pattern matching "<topic>.dlq", "<topic>.dlq.dlq",
+     * ...), would send a poison message round for ever. */
+    if (r >= 0 && other < 0 && dd_conf_dlq_topic(&conf->routes[r], pt->topic, dlq, sizeof(dlq)) &&
+        (loop = dd_conf_route_find(conf, dlq, &unused)) >= 0 &&
+        (!dd_conf_dlq_topic(&conf->routes[loop], dlq, dlq2, sizeof(dlq2)) ||
+         dd_conf_route_find(conf, dlq2, &unused) < 0))
+        loop = -1;
+    pt->route = r >= 0 && other < 0 && loop < 0 ? r : -1;
+    if (pt->route >= 0 || pl->route_err[0]) return;
+    if (loop >= 0)
+        snprintf(pl->route_err, sizeof(pl->route_err),
+                 "the group assigned topic %s, whose dead letters go to %s, a topic of route %s "
+                 "(%s): they would be consumed again; set the route's dlq.topic, or change the "
+                 "pattern",
+                 pt->topic, dlq, conf->routes[loop].name, conf->routes[loop].where);
+    else if (r < 0)
+        snprintf(pl->route_err, sizeof(pl->route_err),
+                 "the group assigned topic %s, which no route's topics match", pt->topic);
+    else
+        snprintf(pl->route_err, sizeof(pl->route_err),
+                 "the group assigned topic %s, which the topics of two routes match: route %s "
+                 "(%s) and route %s (%s); a topic must belong to one route: change the "
+                 "patterns so that only one matches it",
+                 pt->topic, conf->routes[r].name, conf->routes[r].where, conf->routes[other].name,
+                 conf->routes[other].where);
+    dd_log(DD_LOG_ERROR, "Stopping: %s. None of its messages is applied.", pl->route_err);
+}
 
 static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition_list_t *parts)
 {
@@ -156,6 +208,7 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, const rd_kafka_topic_partition
         char at[32] = "none", end[48] = "";
         if (!pt) continue;
         dd_ptrack_reset(pt, 1, next);
+        dd_pipeline_route_topic(pl, pt);
         if (next >= 0) {
             pt->committed = next;
             snprintf(at, sizeof(at), "%lld", (long long)next);
@@ -378,11 +431,17 @@ static int dd_pipeline_prepare(dd_pipeline_t *pl, int exit_at_end, char *errstr,
     if (!rc) rc = dd_lanes_start(pl->lanes, errstr, errstr_size);
     if (!rc) rc = dd_source_subscribe(pl->src, errstr, errstr_size);
     if (!rc) {
+        int topics = 0;
+        char routes[48] = "";
+        for (int r = 0; r < pl->conf->route_cnt; r++)
+            topics += pl->conf->routes[r].topic_cnt;
+        if (pl->conf->has_routes)
+            snprintf(routes, sizeof(routes), " of %d route(s)", pl->conf->route_cnt);
         pl->subscribed_ms = pl->tick_ms = dd_now_ms();
         dd_log(DD_LOG_INFO,
-               "Joining the group %s: subscribed to %d topic(s), waiting for partitions to be "
+               "Joining the group %s: subscribed to %d topic(s)%s, waiting for partitions to be "
                "assigned.",
-               pl->conf->kafka.group, pl->conf->kafka.topic_cnt);
+               pl->conf->kafka.group, topics, routes);
     }
     return rc;
 }
@@ -456,7 +515,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
     int64_t last_commit = 0, end_since = 0;
     int end;
 
-    while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop)) {
+    while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop) && !pl->route_err[0]) {
         rd_kafka_message_t *rkm;
         int64_t poll_us;
 
@@ -503,6 +562,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
     pthread_mutex_unlock(&pl->mu);
     dd_pipeline_dlq_log_flush(pl, 1);
     if (dd_lanes_failed(pl->lanes, errstr, errstr_size)) rc = DD_ERR_FATAL;
+    if (!rc && pl->route_err[0]) {
+        dd_errstr_set(errstr, errstr_size, "%s", pl->route_err);
+        rc = DD_ERR_FATAL;
+    }
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);
         if (crc && exit_at_end) rc = crc;
@@ -512,8 +575,8 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
 
 /* ---- life cycle ---- */
 
-int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h, char *errstr,
-                    size_t errstr_size)
+int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *const *hs,
+                    char *errstr, size_t errstr_size)
 {
     dd_pipeline_t *pl = calloc(1, sizeof(*pl));
     int rc;
@@ -524,15 +587,12 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *h,
         return DD_ERR_NOMEM;
     }
     pl->conf = conf;
-    pl->stats.processing_stuck = -1; /* unknown until a compensation scan counts */
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++)
+        pl->stats.processing_stuck[r] = -1; /* unknown until a compensation scan counts */
     pthread_mutex_init(&pl->mu, NULL);
-    rc = dd_lanes_new(&pl->lanes, conf, h, conf->workers, NULL, errstr, errstr_size);
-    if (!rc) rc = dd_key_tmpl_new(&pl->tmpl, conf->dedup.key, errstr, errstr_size);
-    if (!rc && conf->dedup.lane_key)
-        rc = dd_key_tmpl_new(&pl->lane_tmpl, conf->dedup.lane_key, errstr, errstr_size);
+    rc = dd_routes_new(&pl->routes, conf, hs, errstr, errstr_size);
     if (!rc)
-        rc = dd_hash_spec_new(&pl->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
-                              errstr_size);
+        rc = dd_lanes_new(&pl->lanes, conf, pl->routes, conf->workers, NULL, errstr, errstr_size);
     if (!rc) rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
     if (!rc && !(pl->doc = dd_json_doc_new())) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
@@ -554,11 +614,12 @@ void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
     dd_lanes_stats(pl->lanes, out);
 }
 
-void dd_pipeline_set_processing(dd_pipeline_t *pl, int64_t stuck, double oldest_s)
+void dd_pipeline_set_processing(dd_pipeline_t *pl, int route, int64_t stuck, double oldest_s)
 {
+    if (route < 0 || route >= DD_STATS_ROUTE_MAX) return;
     pthread_mutex_lock(&pl->mu);
-    pl->stats.processing_stuck = stuck;
-    pl->stats.processing_oldest_s = oldest_s;
+    pl->stats.processing_stuck[route] = stuck;
+    pl->stats.processing_oldest_s[route] = oldest_s;
     pthread_mutex_unlock(&pl->mu);
 }
 
@@ -588,11 +649,9 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
         free(pl->spare);
     }
     dd_lanes_destroy(pl->lanes); /* before the pool: its items release into it */
+    dd_routes_destroy(pl->routes);
     dd_offsets_destroy(pl->offs);
     free(pl->lags);
-    dd_key_tmpl_destroy(pl->tmpl);
-    dd_key_tmpl_destroy(pl->lane_tmpl);
-    dd_hash_spec_destroy(pl->hspec);
     dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
     dd_json_doc_destroy(pl->doc);
     pthread_mutex_destroy(&pl->mu);

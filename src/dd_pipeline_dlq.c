@@ -25,7 +25,7 @@ static void dd_pipeline_dlq_suppressed(dd_reason_t reason, uint64_t n)
     dd_log(DD_LOG_WARN,
            "%llu more dead letter(s) of reason %s were not logged (at most %d lines per reason "
            "per %d s); each is in the dead-letter topic and counted in "
-           "dedupd_dead_letters_total{reason=\"%s\"}.",
+           "dedupd_dead_letters_total{reason=\"%s\"} (by route).",
            (unsigned long long)n, dd_reason2str(reason), DD_PIPELINE_DLQ_LINES,
            DD_PIPELINE_DLQ_WINDOW_MS / 1000, dd_reason2str(reason));
 }
@@ -42,13 +42,22 @@ void dd_pipeline_dlq_log_flush(dd_pipeline_t *pl, int final)
     }
 }
 
+/* The route field of a message's log lines: its route's name, when the
+ * configuration has routes (NULL leaves the field out). */
+static const char *dd_pipeline_route_field(const dd_pipeline_t *pl, const dd_item_t *item)
+{
+    return pl->conf->has_routes ? pl->conf->routes[item->route].name : NULL;
+}
+
 /* A conflict's line also names both request hashes and the row (or the
  * earlier copy in the batch) the message conflicts with. */
-static void dd_pipeline_log_conflict(const dd_item_t *item, const rd_kafka_message_t *rkm)
+static void dd_pipeline_log_conflict(const dd_pipeline_t *pl, const dd_item_t *item,
+                                     const rd_kafka_message_t *rkm)
 {
     char hash[2 * DD_HASH_LEN + 1], stored[2 * DD_HASH_LEN + 1], with[300];
     int row = item->conflict_with == DD_CONFLICT_ROW;
     dd_log_field_t f[] = {
+        {"route", dd_pipeline_route_field(pl, item)},
         {"reason", "conflict"},
         {"hash", hash},
         {"stored_hash", stored},
@@ -79,7 +88,8 @@ static void dd_pipeline_log_conflict(const dd_item_t *item, const rd_kafka_messa
 static void dd_pipeline_log_dlq(dd_pipeline_t *pl, dd_item_t *item)
 {
     rd_kafka_message_t *rkm = item->rkm;
-    dd_log_field_t f[] = {{"reason", dd_reason2str(item->reason)}};
+    dd_log_field_t f[] = {{"route", dd_pipeline_route_field(pl, item)},
+                          {"reason", dd_reason2str(item->reason)}};
     uint64_t suppressed;
 
     if (item->dlq_logged) return;
@@ -92,7 +102,7 @@ static void dd_pipeline_log_dlq(dd_pipeline_t *pl, dd_item_t *item)
     if (!dd_log_limit_take(&pl->dlq_limit[item->reason], dd_now_ms(), &suppressed)) return;
     if (suppressed) dd_pipeline_dlq_suppressed(item->reason, suppressed);
     if (item->reason == DD_REASON_CONFLICT && item->conflict_with != DD_CONFLICT_NONE) {
-        dd_pipeline_log_conflict(item, rkm);
+        dd_pipeline_log_conflict(pl, item, rkm);
         return;
     }
     dd_log_msg_fields(DD_LOG_WARN, rd_kafka_topic_name(rkm->rkt), rkm->partition, rkm->offset,
@@ -104,7 +114,10 @@ static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
 {
     rd_kafka_message_t *rkm = item->rkm;
     rd_kafka_headers_t *hdrs = NULL;
+    char dlq_topic[512];
     dd_dlq_letter_t letter = {
+        .dlq_topic = dd_conf_dlq_topic(&pl->conf->routes[item->route],
+                                       rd_kafka_topic_name(rkm->rkt), dlq_topic, sizeof(dlq_topic)),
         .topic = rd_kafka_topic_name(rkm->rkt),
         .partition = rkm->partition,
         .offset = rkm->offset,
@@ -118,6 +131,9 @@ static void dd_pipeline_send_dlq(dd_pipeline_t *pl, dd_item_t *item)
         .bare = item->dlq_bare,
     };
 
+    /* longer than any topic name Kafka takes: the broker refuses it, and
+     * the dead letter is sent again and logged each time */
+    if (!letter.dlq_topic) letter.dlq_topic = pl->conf->routes[item->route].dlq.topic;
     if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) letter.headers = hdrs;
     if (!pl->closing && dd_dlq_send(pl->dlq, &letter, item) == DD_OK) return;
     item->dlq_due_ms = dd_now_ms() + 1000;
@@ -133,6 +149,7 @@ void dd_pipeline_dlq_cb(void *opaque, rd_kafka_resp_err_t err, void *cb_arg)
     if (!err) {
         pthread_mutex_lock(&pl->mu);
         pl->stats.dead_letters[item->reason]++;
+        pl->stats.route[item->route].dead_letters[item->reason]++;
         pthread_mutex_unlock(&pl->mu);
         dd_pipeline_finish(pl, item, dd_now_us());
         return;

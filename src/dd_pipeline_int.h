@@ -21,16 +21,15 @@
 #include "dd_offsets.h"
 #include "dd_parse.h"
 #include "dd_pipeline.h"
+#include "dd_routes.h"
 #include "dd_source.h"
 
 struct dd_pipeline_s {
     const dd_conf_t *conf;
     dd_lanes_t *lanes;
-    pthread_mutex_t mu; /* guards stats and lags: read by other threads */
-    dd_stats_t stats;   /* the consumer's part; the lanes keep theirs */
-    dd_key_tmpl_t *tmpl;
-    dd_key_tmpl_t *lane_tmpl; /* dedup.lane_key, or NULL: route by business key */
-    dd_hash_spec_t *hspec;
+    pthread_mutex_t mu;    /* guards stats and lags: read by other threads */
+    dd_stats_t stats;      /* the consumer's part; the lanes keep theirs */
+    dd_routes_t *routes;   /* each message's key, lane key, hash, handler */
     dd_parse_pool_t *pool; /* where items' parsed payloads live */
     dd_json_doc_t *doc;    /* the strict document of the message being routed */
 
@@ -43,10 +42,12 @@ struct dd_pipeline_s {
     int64_t last_finish_ms;
     uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in stats */
     int lat_pending;
-    uint64_t messages;     /* consumed, each once; published by counters_flush */
-    int64_t first_poll_ms; /* when the first message was polled */
-    int64_t fetch_wait_us; /* see dd_stats_t */
-    dd_item_t *spare;      /* finished items kept for reuse (see dd_pipeline_item_recycle) */
+    uint64_t messages; /* consumed, each once; published by counters_flush */
+    uint64_t route_messages[DD_STATS_ROUTE_MAX]; /* the same, per route */
+    char route_err[1024];                        /* an assigned topic two routes match */
+    int64_t first_poll_ms;                       /* when the first message was polled */
+    int64_t fetch_wait_us;                       /* see dd_stats_t */
+    dd_item_t *spare; /* finished items kept for reuse (see dd_pipeline_item_recycle) */
     int spare_cnt;
     int assignment_live;  /* assigned, and no revoke since: --exit-at-end may judge */
     dd_item_t *dlq_retry; /* dead letters to send again */

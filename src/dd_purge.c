@@ -67,10 +67,11 @@ static int dd_purge_delete(dd_db_t *db, const char *sql, uint64_t *n, char *errs
     return DD_OK;
 }
 
-/* Deletes expired, finished rows batch by batch until a batch comes back
- * short or *stop is set. Each DELETE autocommits on its own. */
-static int dd_purge_pass(dd_db_t *db, const dd_conf_t *conf, const atomic_int *stop,
-                         dd_purge_result_t *res, char *errstr, size_t errstr_size)
+/* Deletes expired, finished rows of table batch by batch until a batch
+ * comes back short or *stop is set. Each DELETE autocommits on its own. */
+static int dd_purge_pass(dd_db_t *db, const dd_conf_t *conf, const char *table,
+                         const atomic_int *stop, dd_purge_result_t *res, char *errstr,
+                         size_t errstr_size)
 {
     char sql[256];
     int rc = DD_OK;
@@ -79,7 +80,7 @@ static int dd_purge_pass(dd_db_t *db, const dd_conf_t *conf, const atomic_int *s
     snprintf(sql, sizeof(sql),
              "DELETE FROM `%s` WHERE expire_at < NOW(6) AND status <> 0 ORDER BY expire_at "
              "LIMIT %d",
-             conf->dedup.table, conf->purge.batch);
+             table, conf->purge.batch);
     for (;;) {
         int64_t t0 = dd_now_ms(), took;
         uint64_t n = 0;
@@ -102,35 +103,37 @@ static const char *dd_purge_plural(uint64_t n, const char *one, const char *many
 
 /* ---- background thread ---- */
 
+/* One pass over every route's table. */
 static void dd_purge_background_pass(dd_purge_t *purge)
 {
     const dd_conf_t *conf = purge->conf;
     dd_purge_result_t res;
-    int64_t t0 = dd_now_ms();
     char err[512];
-    int rc;
+    int rc = DD_OK;
 
-    if (!purge->db)
-        rc = dd_db_new(&purge->db, conf, err, sizeof(err));
-    else if (!dd_db_mysql(purge->db))
-        rc = dd_db_reconnect(purge->db, err, sizeof(err));
-    else
-        rc = DD_OK;
-    if (!rc) rc = dd_purge_pass(purge->db, conf, &purge->stop, &res, err, sizeof(err));
-    if (rc) {
-        dd_log(DD_LOG_WARN, "Purge of %s failed, trying again in %llds: %s", conf->dedup.table,
-               (long long)conf->purge.interval_s, err);
-        /* Start the next pass on a fresh connection. */
-        dd_db_destroy(purge->db);
-        purge->db = NULL;
-        return;
+    for (int r = 0; !rc && r < conf->route_cnt && !atomic_load(&purge->stop); r++) {
+        const char *table = conf->routes[r].dedup.table;
+        int64_t t0 = dd_now_ms();
+
+        if (!purge->db)
+            rc = dd_db_new(&purge->db, conf, err, sizeof(err));
+        else if (!dd_db_mysql(purge->db))
+            rc = dd_db_reconnect(purge->db, err, sizeof(err));
+        if (!rc) rc = dd_purge_pass(purge->db, conf, table, &purge->stop, &res, err, sizeof(err));
+        if (rc) {
+            dd_log(DD_LOG_WARN, "Purge of %s failed, trying again in %llds: %s", table,
+                   (long long)conf->purge.interval_s, err);
+            /* Start the next pass on a fresh connection. */
+            dd_db_destroy(purge->db);
+            purge->db = NULL;
+            return;
+        }
+        dd_log(res.deleted ? DD_LOG_INFO : DD_LOG_DEBUG,
+               "Purge deleted %llu expired %s from %s in %d %s (%lld ms).",
+               (unsigned long long)res.deleted, dd_purge_plural(res.deleted, "row", "rows"), table,
+               res.batches, dd_purge_plural((uint64_t)res.batches, "batch", "batches"),
+               (long long)(dd_now_ms() - t0));
     }
-    dd_log(res.deleted ? DD_LOG_INFO : DD_LOG_DEBUG,
-           "Purge deleted %llu expired %s from %s in %d %s (%lld ms).",
-           (unsigned long long)res.deleted, dd_purge_plural(res.deleted, "row", "rows"),
-           conf->dedup.table, res.batches,
-           dd_purge_plural((uint64_t)res.batches, "batch", "batches"),
-           (long long)(dd_now_ms() - t0));
 }
 
 static void *dd_purge_thread_main(void *arg)
@@ -194,19 +197,25 @@ void dd_purge_destroy(dd_purge_t *purge)
 
 typedef struct {
     int dry_run;
+    const char *route; /* --route: only this route's table */
 } dd_purge_opts_t;
 
 static int dd_purge_parse(void *opts, int argc, char **argv)
 {
     static const struct option longopts[] = {{"dry-run", no_argument, NULL, 'n'},
+                                             {"route", required_argument, NULL, 'R'},
                                              {NULL, 0, NULL, 0}};
     dd_purge_opts_t *o = opts;
     int c;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c != 'n') return DD_EXIT_USAGE;
-        o->dry_run = 1;
+        if (c == 'n')
+            o->dry_run = 1;
+        else if (c == 'R')
+            o->route = optarg;
+        else
+            return DD_EXIT_USAGE;
     }
     if (optind < argc) {
         fprintf(stderr, "dedupd purge: unexpected argument '%s'\n", argv[optind]);
@@ -217,7 +226,7 @@ static int dd_purge_parse(void *opts, int argc, char **argv)
 
 /* --dry-run: counts what a pass would delete now (the same condition,
  * through the same expire_at index), deleting nothing. */
-static int dd_purge_count(dd_db_t *db, const dd_conf_t *conf, uint64_t *n, char *errstr,
+static int dd_purge_count(dd_db_t *db, const char *table, uint64_t *n, char *errstr,
                           size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(db);
@@ -226,7 +235,7 @@ static int dd_purge_count(dd_db_t *db, const dd_conf_t *conf, uint64_t *n, char 
     char sql[256];
 
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM `%s` WHERE expire_at < NOW(6) AND status <> 0",
-             conf->dedup.table);
+             table);
     if (mysql_query(mysql, sql) != 0 || !(res = mysql_store_result(mysql))) {
         dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
         return dd_db_classify(mysql_errno(mysql));
@@ -237,59 +246,81 @@ static int dd_purge_count(dd_db_t *db, const dd_conf_t *conf, uint64_t *n, char 
     return DD_OK;
 }
 
-static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
+/* One table: checks, then the pass (or the count), and its line. */
+static int dd_purge_table(dd_db_t *db, const dd_conf_t *conf, const char *table, int dry_run,
+                          char *errstr, size_t errstr_size)
 {
-    const dd_purge_opts_t *o = opts;
     dd_purge_result_t res;
-    dd_db_t *db = NULL;
     uint64_t would = 0, batches;
-    char err[1024];
     int rc;
 
-    rc = dd_db_new(&db, conf, err, sizeof(err));
     /* Expiry does not depend on keys, but a table of another key format
      * is one no dedupd of this version should be maintaining. */
-    if (!rc) rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, err, sizeof(err));
+    rc = dd_migrate_check_key_format(dd_db_mysql(db), table, errstr, errstr_size);
     if (!rc)
-        rc = dd_grants_check(db, conf, o->dry_run ? DD_GRANTS_READ : DD_GRANTS_PURGE, err,
-                             sizeof(err));
-    if (!rc && o->dry_run) rc = dd_purge_count(db, conf, &would, err, sizeof(err));
+        rc = dd_grants_check(db, conf, table, dry_run ? DD_GRANTS_READ : DD_GRANTS_PURGE, errstr,
+                             errstr_size);
+    if (!rc && dry_run) rc = dd_purge_count(db, table, &would, errstr, errstr_size);
+    if (!rc && !dry_run) rc = dd_purge_pass(db, conf, table, NULL, &res, errstr, errstr_size);
+    if (rc) return rc;
     batches = (would + (uint64_t)conf->purge.batch - 1) / (uint64_t)conf->purge.batch;
-    if (!rc && !o->dry_run) rc = dd_purge_pass(db, conf, NULL, &res, err, sizeof(err));
-    if (rc)
-        dd_log(DD_LOG_ERROR, "dedupd purge: %s", err);
-    else if (o->dry_run)
+    if (dry_run)
         printf("would delete %llu expired %s from %s in %llu %s (dry run: nothing deleted)\n",
-               (unsigned long long)would, dd_purge_plural(would, "row", "rows"), conf->dedup.table,
+               (unsigned long long)would, dd_purge_plural(would, "row", "rows"), table,
                (unsigned long long)batches, dd_purge_plural(batches, "batch", "batches"));
     else
         printf("deleted %llu expired %s from %s in %d %s\n", (unsigned long long)res.deleted,
-               dd_purge_plural(res.deleted, "row", "rows"), conf->dedup.table, res.batches,
+               dd_purge_plural(res.deleted, "row", "rows"), table, res.batches,
                dd_purge_plural((uint64_t)res.batches, "batch", "batches"));
+    fflush(stdout);
+    return DD_OK;
+}
+
+static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
+{
+    const dd_purge_opts_t *o = opts;
+    int only = o->route ? dd_conf_route_named(conf, o->route) : -1;
+    dd_db_t *db = NULL;
+    char err[1024];
+    int rc;
+
+    if (o->route && only < 0) {
+        dd_log(DD_LOG_ERROR, "dedupd purge: --route %s: %s has no route of that name", o->route,
+               conf->path);
+        return DD_EXIT_USAGE;
+    }
+    rc = dd_db_new(&db, conf, err, sizeof(err));
+    for (int r = 0; !rc && r < conf->route_cnt; r++)
+        if (only < 0 || r == only)
+            rc =
+                dd_purge_table(db, conf, conf->routes[r].dedup.table, o->dry_run, err, sizeof(err));
+    if (rc) dd_log(DD_LOG_ERROR, "dedupd purge: %s", err);
     dd_db_destroy(db);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
 const dd_cmd_t dd_cmd_purge = {
     .name = "purge",
-    .args = "-c FILE [--dry-run]",
+    .args = "-c FILE [--dry-run] [--route NAME]",
     .summary = "delete expired dedup rows once, print the count",
-    .help = "usage: dedupd purge -c FILE [--dry-run]\n"
+    .help = "usage: dedupd purge -c FILE [--dry-run] [--route NAME]\n"
             "\n"
-            "Deletes the expired rows of the dedup table (expire_at in the past, never a\n"
-            "row in state 0) in batches of purge.batch, as `dedupd run` does every\n"
-            "purge.interval, and prints how many.\n"
+            "Deletes the expired rows of every route's dedup table (expire_at in the past,\n"
+            "never a row in state 0) in batches of purge.batch, as `dedupd run` does every\n"
+            "purge.interval, and prints how many, a line per table.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
             "  --dry-run           count the rows a purge would delete now, delete nothing\n"
             "                      (needs only SELECT on the dedup table)\n"
+            "  --route NAME        only the dedup table of the route NAME (routes[].name;\n"
+            "                      default for a configuration without routes)\n"
             "  -h, --help          this text\n"
             "\n"
             "Exit status:\n"
             "  0  purged (or counted, with --dry-run)\n"
             "  1  failure: the database, a missing privilege, a table of another key format\n"
-            "  2  usage error\n",
+            "  2  usage error, or no route of that name\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_purge_opts_t),
     .parse = dd_purge_parse,

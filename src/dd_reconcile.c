@@ -4,7 +4,9 @@
  * A row is taken over before reconcile() is asked, with the token raised,
  * so the answer is about a claim nobody else holds: a late finish of the
  * dead owner's, or a redelivered message's claim, cannot land in between
- * unseen (each finishes only under its own token).
+ * unseen (each finishes only under its own token). The routes in external
+ * mode are scanned one after the other, each its own table with its own
+ * handler's reconcile(), on the one connection.
  */
 #include "dd_reconcile.h"
 
@@ -22,6 +24,7 @@
 #include "dd_external.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
+#include "dd_routes.h"
 
 #define DD_RECONCILE_MAX 1000
 /* What a row whose effect did not happen, and whose message is gone, is
@@ -54,7 +57,7 @@ typedef struct {
 
 struct dd_reconcile_s {
     const dd_conf_t *conf;
-    dd_handler_t *h;
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX]; /* every route's; those in external mode are scanned */
     dd_reconcile_publish_fn *publish;
     void *opaque;
     char owner[160];
@@ -172,34 +175,52 @@ static int dd_reconcile_pass(dd_reconcile_pass_t *p, char *errstr, size_t errstr
     return rc;
 }
 
-int dd_reconcile_check_table(dd_db_t *db, const dd_conf_t *conf, int *index, char *errstr,
+int dd_reconcile_check_table(dd_db_t *db, const dd_conf_route_t *route, int *index, char *errstr,
                              size_t errstr_size)
 {
     int version = 0, rc;
 
     *index = 0;
-    rc = dd_migrate_version(dd_db_mysql(db), conf->dedup.table, &version, errstr, errstr_size);
+    rc = dd_migrate_version(dd_db_mysql(db), route->dedup.table, &version, errstr, errstr_size);
     if (!rc && version < 2) {
         dd_errstr_set(errstr, errstr_size,
                       "dedup table %s is at schema version %d; a handler in external mode "
                       "needs version 2 (the fence column): run `dedupd migrate`",
-                      conf->dedup.table, version);
+                      route->dedup.table, version);
         rc = DD_ERR_CONFIG;
     }
     if (!rc)
-        rc = dd_migrate_processing_index(dd_db_mysql(db), conf->dedup.table, 0, index, errstr,
+        rc = dd_migrate_processing_index(dd_db_mysql(db), route->dedup.table, 0, index, errstr,
                                          errstr_size);
     return rc;
 }
 
 /* ---- the periodic scan of `dedupd run` ---- */
 
-static void dd_reconcile_background_pass(dd_reconcile_t *scan)
+int dd_reconcile_needed(const dd_conf_t *conf, dd_handler_t *const *hs)
 {
-    dd_reconcile_pass_t p = {.conf = scan->conf, .h = scan->h, .apply = 1, .stop = &scan->stop};
+    for (int r = 0; r < conf->route_cnt; r++)
+        if (dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL) return 1;
+    return 0;
+}
+
+/* "TABLE" or, with routes, "TABLE (route NAME)", for the log. */
+static const char *dd_reconcile_where(const dd_conf_t *conf, int r, char *out, size_t out_size)
+{
+    if (conf->has_routes)
+        snprintf(out, out_size, "%s (route %s)", conf->routes[r].dedup.table, conf->routes[r].name);
+    else
+        snprintf(out, out_size, "%s", conf->routes[r].dedup.table);
+    return out;
+}
+
+/* One route's table: its gauges, then the rows old enough to settle. */
+static void dd_reconcile_background_route(dd_reconcile_t *scan, int r)
+{
+    dd_reconcile_pass_t p = {.conf = scan->conf, .h = scan->hs[r], .apply = 1, .stop = &scan->stop};
     int64_t stuck = 0;
     double oldest = 0;
-    char err[1024];
+    char err[1024], where[400];
     int rc;
 
     if (!scan->db)
@@ -209,15 +230,16 @@ static void dd_reconcile_background_pass(dd_reconcile_t *scan)
     else
         rc = DD_OK;
     p.db = scan->db;
-    dd_external_opts_init(&p.opts, scan->conf, scan->owner);
+    dd_external_opts_init(&p.opts, scan->conf, &scan->conf->routes[r], scan->owner);
     if (!rc) rc = dd_external_stuck_count(scan->db, &p.opts, &stuck, &oldest, err, sizeof(err));
-    if (!rc && scan->publish) scan->publish(scan->opaque, stuck, oldest);
+    if (!rc && scan->publish) scan->publish(scan->opaque, r, stuck, oldest);
     if (!rc && stuck > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
     dd_buf_release(&p.sql);
+    dd_reconcile_where(scan->conf, r, where, sizeof(where));
     if (rc) {
-        dd_log(DD_LOG_WARN, "Compensation scan of %s failed, trying again in %lld ms: %s",
-               scan->conf->dedup.table, (long long)scan->conf->external.scan_interval_ms, err);
-        dd_db_destroy(scan->db); /* the next pass starts on a fresh connection */
+        dd_log(DD_LOG_WARN, "Compensation scan of %s failed, trying again in %lld ms: %s", where,
+               (long long)scan->conf->external.scan_interval_ms, err);
+        dd_db_destroy(scan->db); /* the next table starts on a fresh connection */
         scan->db = NULL;
         return;
     }
@@ -225,8 +247,8 @@ static void dd_reconcile_background_pass(dd_reconcile_t *scan)
         dd_log(DD_LOG_INFO,
                "Compensation scan of %s: %lld row(s) past their lease; %zu old enough to "
                "settle: %zu applied, %zu marked failed, %zu left processing, %zu skipped.",
-               scan->conf->dedup.table, (long long)stuck, p.sum.rows, p.sum.applied, p.sum.failed,
-               p.sum.left, p.sum.skipped);
+               where, (long long)stuck, p.sum.rows, p.sum.applied, p.sum.failed, p.sum.left,
+               p.sum.skipped);
 }
 
 static void *dd_reconcile_thread_main(void *arg)
@@ -234,11 +256,13 @@ static void *dd_reconcile_thread_main(void *arg)
     dd_reconcile_t *scan = arg;
 
     while (!dd_sleep_ms(scan->conf->external.scan_interval_ms, &scan->stop))
-        dd_reconcile_background_pass(scan);
+        for (int r = 0; r < scan->conf->route_cnt && !atomic_load(&scan->stop); r++)
+            if (dd_handler_mode(scan->hs[r]) == DEDUPD_MODE_EXTERNAL)
+                dd_reconcile_background_route(scan, r);
     return NULL;
 }
 
-int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t *h,
+int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t *const *hs,
                      dd_reconcile_publish_fn *publish, void *opaque, char *errstr,
                      size_t errstr_size)
 {
@@ -251,7 +275,8 @@ int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t
         return DD_ERR_NOMEM;
     }
     scan->conf = conf;
-    scan->h = h;
+    for (int r = 0; r < conf->route_cnt; r++)
+        scan->hs[r] = hs[r];
     scan->publish = publish;
     scan->opaque = opaque;
     gethostname(host, sizeof(host) - 1);
@@ -294,18 +319,25 @@ void dd_reconcile_destroy(dd_reconcile_t *scan)
 
 typedef struct {
     int apply;
+    const char *route; /* --route: only this route's table */
 } dd_reconcile_opts_t;
 
 static int dd_reconcile_parse(void *opts, int argc, char **argv)
 {
-    static const struct option longopts[] = {{"apply", no_argument, NULL, 'a'}, {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"apply", no_argument, NULL, 'a'},
+                                             {"route", required_argument, NULL, 'R'},
+                                             {NULL, 0, NULL, 0}};
     dd_reconcile_opts_t *o = opts;
     int c;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c != 'a') return DD_EXIT_USAGE;
-        o->apply = 1;
+        if (c == 'a')
+            o->apply = 1;
+        else if (c == 'R')
+            o->route = optarg;
+        else
+            return DD_EXIT_USAGE;
     }
     if (optind < argc) {
         fprintf(stderr, "dedupd reconcile: unexpected argument '%s'\n", argv[optind]);
@@ -343,43 +375,101 @@ static int dd_reconcile_cmd_pass(dd_reconcile_pass_t *p, char *err, size_t err_s
     return DD_OK;
 }
 
+/* One route's table, on db: checked, then scanned. With routes, a line
+ * naming the route and its table comes first. */
+static int dd_reconcile_cmd_route(const dd_conf_t *conf, int r, dd_handler_t *h, dd_db_t *db,
+                                  const char *owner, int apply, char *err, size_t err_size)
+{
+    dd_reconcile_pass_t p = {.conf = conf, .h = h, .db = db, .apply = apply, .out = stdout};
+    const char *table = conf->routes[r].dedup.table;
+    int rc, index = 0;
+
+    dd_external_opts_init(&p.opts, conf, &conf->routes[r], owner);
+    if (conf->has_routes) printf("route %s: dedup table %s\n", conf->routes[r].name, table);
+    rc = dd_migrate_check_key_format(dd_db_mysql(db), table, err, err_size);
+    if (!rc) rc = dd_reconcile_check_table(db, &conf->routes[r], &index, err, err_size);
+    if (!rc) rc = dd_reconcile_cmd_pass(&p, err, err_size);
+    if (rc && conf->has_routes) {
+        char msg[800];
+        snprintf(msg, sizeof(msg), "%.700s", err);
+        snprintf(err, err_size, "route %s: %s", conf->routes[r].name, msg);
+    }
+    dd_buf_release(&p.sql);
+    fflush(stdout);
+    return rc;
+}
+
+/* Loads the handlers of the routes the command covers (only's, or every
+ * route's when only < 0) into hs; fails when none of them is in external
+ * mode, or only's is not. */
+static int dd_reconcile_cmd_handlers(const dd_conf_t *conf, int only, dd_handler_t **hs, char *err,
+                                     size_t err_size)
+{
+    const dd_conf_handler_t *hc;
+    int rc;
+
+    if (only < 0) {
+        if ((rc = dd_routes_load_handlers(conf, hs, err, err_size))) return rc;
+        if (dd_reconcile_needed(conf, hs)) return DD_OK;
+        if (conf->has_routes)
+            dd_errstr_set(err, err_size,
+                          "no route's handler is in external mode: their keys are never left "
+                          "processing, there is nothing to reconcile");
+        else
+            dd_errstr_set(err, err_size,
+                          "handler %s is in local mode: its keys are never left processing, "
+                          "there is nothing to reconcile",
+                          dd_handler_name(hs[0]));
+        return DD_ERR_CONFIG;
+    }
+    hc = &conf->routes[only].handler;
+    if ((rc = dd_handler_load(&hs[only], hc->path, hc->config, err, err_size))) return rc;
+    if (dd_handler_mode(hs[only]) == DEDUPD_MODE_EXTERNAL) return DD_OK;
+    dd_errstr_set(err, err_size,
+                  "%s%s%shandler %s is in local mode: its keys are never left processing, there "
+                  "is nothing to reconcile",
+                  conf->has_routes ? "route " : "", conf->has_routes ? conf->routes[only].name : "",
+                  conf->has_routes ? ": " : "", dd_handler_name(hs[only]));
+    return DD_ERR_CONFIG;
+}
+
 static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
 {
     const dd_reconcile_opts_t *o = opts;
-    dd_reconcile_pass_t p = {.conf = conf, .apply = o->apply, .out = stdout};
+    int only = o->route ? dd_conf_route_named(conf, o->route) : -1;
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
     char err[1024], host[64] = "localhost", owner[160];
-    int rc, index = 0;
+    dd_db_t *db = NULL;
+    int rc;
 
+    if (o->route && only < 0) {
+        dd_log(DD_LOG_ERROR, "dedupd reconcile: --route %s: %s has no route of that name", o->route,
+               conf->path);
+        return DD_EXIT_USAGE;
+    }
     gethostname(host, sizeof(host) - 1);
     snprintf(owner, sizeof(owner), "%s:%d reconcile", host, (int)getpid());
-    dd_external_opts_init(&p.opts, conf, owner);
-    rc = dd_handler_load(&p.h, conf->handler.path, conf->handler.config, err, sizeof(err));
-    if (!rc && dd_handler_mode(p.h) != DEDUPD_MODE_EXTERNAL) {
-        dd_errstr_set(err, sizeof(err),
-                      "handler %s is in local mode: its keys are never left processing, "
-                      "there is nothing to reconcile",
-                      dd_handler_name(p.h));
-        rc = DD_ERR_CONFIG;
+    rc = dd_reconcile_cmd_handlers(conf, only, hs, err, sizeof(err));
+    if (!rc) rc = dd_db_new(&db, conf, err, sizeof(err));
+    /* Every route in external mode (of those covered), a table each. */
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        if ((only >= 0 && r != only) || dd_handler_mode(hs[r]) != DEDUPD_MODE_EXTERNAL) continue;
+        rc = dd_reconcile_cmd_route(conf, r, hs[r], db, owner, o->apply, err, sizeof(err));
     }
-    if (!rc) rc = dd_db_new(&p.db, conf, err, sizeof(err));
-    if (!rc)
-        rc = dd_migrate_check_key_format(dd_db_mysql(p.db), conf->dedup.table, err, sizeof(err));
-    if (!rc) rc = dd_reconcile_check_table(p.db, conf, &index, err, sizeof(err));
-    if (!rc) rc = dd_reconcile_cmd_pass(&p, err, sizeof(err));
-    if (rc) fprintf(stderr, "dedupd reconcile: %s\n", err);
-    dd_buf_release(&p.sql);
-    dd_db_destroy(p.db);
-    dd_handler_destroy(p.h);
+    if (rc) dd_log(DD_LOG_ERROR, "dedupd reconcile: %s", err);
+    dd_db_destroy(db);
+    dd_routes_destroy_handlers(hs, conf->route_cnt);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
 const dd_cmd_t dd_cmd_reconcile = {
     .name = "reconcile",
-    .args = "-c FILE [--apply]",
+    .args = "-c FILE [--apply] [--route NAME]",
     .summary = "settle processing rows whose message is gone (external mode)",
-    .help = "usage: dedupd reconcile -c FILE [--apply]\n"
+    .help = "usage: dedupd reconcile -c FILE [--apply] [--route NAME]\n"
             "\n"
-            "For a handler in external mode: lists the rows of the dedup table that are\n"
+            "For every route whose handler is in external mode (the one route of a\n"
+            "configuration without routes): lists the rows of its dedup table that are\n"
             "still processing although their lease ran out external.scan_after ago or\n"
             "more (their claimer died and their message is not coming back: retention\n"
             "dropped it, or the group was reset past it), and asks the handler's\n"
@@ -389,21 +479,25 @@ const dd_cmd_t dd_cmd_reconcile = {
             "applied (finish() runs, with a message without payload); not_done ->\n"
             "failed, \"" DD_RECONCILE_NOT_DONE "\" (there is no\n"
             "payload to act with); unknown -> left processing for a later scan. At most\n"
-            "1000 rows per run, oldest first. DEDUPD_EXTERNAL_SCAN_AFTER=0 takes every\n"
-            "row past its lease. Prints one tab-separated line per row (key, token,\n"
+            "1000 rows per table and run, oldest first. DEDUPD_EXTERNAL_SCAN_AFTER=0\n"
+            "takes every row past its lease. Prints one tab-separated line per row (key, token,\n"
             "owner, seconds past the lease, topic/partition/offset, answer, action)\n"
-            "and a line of totals. `dedupd run` does the same with --apply every\n"
-            "external.scan_interval.\n"
+            "and a line of totals, per table (with routes, after a line naming the\n"
+            "route and its table). Routes in local mode are left out. `dedupd run` does\n"
+            "the same with --apply every external.scan_interval.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
             "  --apply             settle the rows (default: only list and ask)\n"
+            "  --route NAME        only the dedup table of the route NAME (routes[].name;\n"
+            "                      default for a configuration without routes)\n"
             "  -h, --help          this text\n"
             "\n"
             "Exit status:\n"
             "  0  scanned (and settled, with --apply)\n"
-            "  1  failure: the database, the handler, or a handler in local mode\n"
-            "  2  usage error\n",
+            "  1  failure: the database, a handler, or no handler in external mode (the\n"
+            "     route's, with --route)\n"
+            "  2  usage error, or no route of that name\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_reconcile_opts_t),
     .parse = dd_reconcile_parse,

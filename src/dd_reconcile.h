@@ -15,9 +15,14 @@
  * lease for the gauges dedupd_processing_stuck and
  * dedupd_processing_oldest_seconds.
  *
+ * Each route whose handler is in external mode has its own dedup table:
+ * the scan covers each of them with that route's handler's reconcile(),
+ * and counts the gauges per route.
+ *
  * `dedupd reconcile` runs one scan and prints it (dd_cmd_reconcile;
- * without --apply it only asks and writes nothing); `dedupd run` runs it
- * every external.scan_interval on a thread with its own connection.
+ * without --apply it only asks and writes nothing; --route NAME scans one
+ * route); `dedupd run` runs it every external.scan_interval on a thread
+ * with its own connection.
  */
 #ifndef DD_RECONCILE_H
 #define DD_RECONCILE_H
@@ -31,12 +36,19 @@
 
 typedef struct dd_reconcile_s dd_reconcile_t;
 
-/* Receives the gauges after every scan (on the scan's thread). */
-typedef void dd_reconcile_publish_fn(void *opaque, int64_t stuck, double oldest_s);
+/* Receives the gauges of route (an index of conf->routes) after every
+ * scan of its table (on the scan's thread). */
+typedef void dd_reconcile_publish_fn(void *opaque, int route, int64_t stuck, double oldest_s);
 
-/* The periodic scan of `dedupd run` for handler h (conf and h must outlive
- * it); publish may be NULL. */
-int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t *h,
+/* 1 when some route's handler of hs (one per route of conf, in order) is
+ * in external mode: there is something to scan. */
+int dd_reconcile_needed(const dd_conf_t *conf, dd_handler_t *const *hs);
+
+/* The periodic scan of `dedupd run` over every route of conf whose handler
+ * of hs (one per route, in order; the array is copied, the handlers are
+ * borrowed) is in external mode; conf and the handlers must outlive it.
+ * publish may be NULL. */
+int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t *const *hs,
                      dd_reconcile_publish_fn *publish, void *opaque, char *errstr,
                      size_t errstr_size);
 /* Starts the thread; with external.scan_interval 0 it logs that the scan
@@ -48,10 +60,10 @@ void dd_reconcile_stop(dd_reconcile_t *scan);
 void dd_reconcile_destroy(dd_reconcile_t *scan);
 
 /* What `dedupd run` checks at start for a handler in external mode: the
- * dedup table has the fence column (schema version 2; DD_ERR_CONFIG saying
+ * route's dedup table has the fence column (schema version 2; DD_ERR_CONFIG saying
  * to run `dedupd migrate` when not), and *index whether it has the index
  * of processing rows the scan reads. */
-int dd_reconcile_check_table(dd_db_t *db, const dd_conf_t *conf, int *index, char *errstr,
+int dd_reconcile_check_table(dd_db_t *db, const dd_conf_route_t *route, int *index, char *errstr,
                              size_t errstr_size);
 
 #endif /* DD_RECONCILE_H */

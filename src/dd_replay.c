@@ -10,6 +10,10 @@
  * handler transaction as `dedupd run`, so a live consumer working on the
  * same keys at the same time cannot make anything happen twice.
  *
+ * Each message is judged by its topic's route: its key, hash and dedup
+ * table, and with --apply its handler. --route reads one route's topics;
+ * by default every route's.
+ *
  * Memory stays bounded by the batch size, not by the range: what replay
  * remembers about each key (its first message, its status, the apply
  * outcome) lives in session TEMPORARY tables, which the report and the
@@ -24,6 +28,7 @@
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_grants.h"
+#include "dd_kafka.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
 
@@ -47,7 +52,7 @@ static int dd_replay_take(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr
         rd_kafka_message_destroy(rkm);
         return DD_OK;
     }
-    return dd_replay_message(rp, rkm, errstr, errstr_size);
+    return dd_replay_message(rp, pt, rkm, errstr, errstr_size);
 }
 
 static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
@@ -70,34 +75,32 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     dd_replay_args_t *args = rp->args;
     const dd_conf_t *conf = rp->conf;
-    int rc;
+    int rc = DD_OK;
 
-    if (!args->topic_cnt && conf->kafka.topic_cnt > DD_REPLAY_MAX_TOPICS) {
-        dd_errstr_set(errstr, errstr_size,
-                      "kafka.topics has %d topics, replay reads at most %d: "
-                      "name them with --topic",
-                      conf->kafka.topic_cnt, DD_REPLAY_MAX_TOPICS);
+    rp->only = -1;
+    if (args->route && (rp->only = dd_conf_route_named(conf, args->route)) < 0) {
+        dd_errstr_set(errstr, errstr_size, "--route %s: %s has no route of that name", args->route,
+                      conf->path);
         return DD_ERR_ARG;
     }
-    for (int i = 0; !args->topic_cnt && i < conf->kafka.topic_cnt; i++)
-        args->topics[i] = conf->kafka.topics[i];
-    if (!args->topic_cnt) args->topic_cnt = conf->kafka.topic_cnt;
-    rc = dd_key_tmpl_new(&rp->tmpl, conf->dedup.key, errstr, errstr_size);
+    if (args->apply) rc = dd_routes_load_handlers(conf, rp->hs, errstr, errstr_size);
     if (!rc)
-        rc = dd_hash_spec_new(&rp->hspec, conf->dedup.hash, conf->dedup.hash_cnt, errstr,
-                              errstr_size);
+        rc = dd_routes_new(&rp->routes, conf, args->apply ? rp->hs : NULL, errstr, errstr_size);
     if (!rc && !(rp->doc = dd_json_doc_new())) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
     }
     if (!rc) rc = dd_db_new(&rp->db, conf, errstr, errstr_size);
-    if (!rc)
-        rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), conf->dedup.table, errstr,
-                                         errstr_size);
-    if (!rc)
-        rc = dd_grants_check(rp->db, conf,
-                             DD_GRANTS_READ | DD_GRANTS_TEMP | (args->apply ? DD_GRANTS_CLAIM : 0),
-                             errstr, errstr_size);
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        const char *table = conf->routes[r].dedup.table;
+        if (rp->only >= 0 && r != rp->only) continue;
+        rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), table, errstr, errstr_size);
+        if (!rc)
+            rc = dd_grants_check(rp->db, conf, table,
+                                 DD_GRANTS_READ | DD_GRANTS_TEMP |
+                                     (args->apply ? DD_GRANTS_CLAIM : 0),
+                                 errstr, errstr_size);
+    }
     if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);
@@ -113,16 +116,16 @@ static void dd_replay_destroy(dd_replay_t *rp)
     if (!rp) return;
     for (size_t i = 0; i < rp->n; i++)
         dd_item_destroy(rp->batch[i], NULL);
-    dd_lanes_destroy(rp->lanes); /* before the handler it calls */
-    dd_handler_destroy(rp->h);
+    dd_lanes_destroy(rp->lanes); /* before the handlers it calls */
+    dd_routes_destroy(rp->routes);
+    dd_routes_destroy_handlers(rp->hs, rp->conf->route_cnt);
     if (rp->rk) {
         rd_kafka_consumer_close(rp->rk);
         rd_kafka_destroy(rp->rk);
     }
     dd_db_destroy(rp->db);
     dd_buf_release(&rp->sql);
-    dd_key_tmpl_destroy(rp->tmpl);
-    dd_hash_spec_destroy(rp->hspec);
+    dd_kafka_topics_free(rp->topics, rp->topic_cnt);
     dd_json_doc_destroy(rp->doc);
     free(rp->parts);
     free(rp);
@@ -133,6 +136,15 @@ static void dd_replay_release(void *opts)
     free(((dd_replay_args_t *)opts)->parts);
 }
 
+/* --route naming no route is a usage error, as a bad argument. */
+static int dd_replay_route_unknown(const dd_conf_t *conf, const dd_replay_args_t *args)
+{
+    if (!args->route || dd_conf_route_named(conf, args->route) >= 0) return 0;
+    dd_log(DD_LOG_ERROR, "dedupd replay: --route %s: %s has no route of that name", args->route,
+           conf->path);
+    return 1;
+}
+
 static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
 {
     dd_replay_t *rp = NULL;
@@ -141,6 +153,7 @@ static int dd_replay_cmd_run(const dd_conf_t *conf, void *opts)
     int rc, arc, complete;
 
     dd_signals_install();
+    if (dd_replay_route_unknown(conf, opts)) return DD_EXIT_USAGE;
     rp = calloc(1, sizeof(*rp));
     if (!rp) {
         fprintf(stderr, "dedupd replay: out of memory\n");
@@ -175,7 +188,8 @@ const dd_cmd_t dd_cmd_replay = {
     .summary = "reconcile the database with a topic",
     .help =
         "usage: dedupd replay -c FILE --from {earliest|OFFSET|TIME} [--to {latest|OFFSET|TIME}]\n"
-        "                     [--topic T]... [--partitions 0,2,4-7] [--apply]\n"
+        "                     [--route NAME] [--topic T]... [--partitions 0,2,4-7]\n"
+        "                     [--apply]\n"
         "                     [--report FILE] [--format json|csv] [--summary FILE]\n"
         "                     [--orphans] [--fail-on-findings] [--all-consumed]\n"
         "\n"
@@ -191,12 +205,17 @@ const dd_cmd_t dd_cmd_replay = {
         "                       from now (-2h, -30m)\n"
         "  --to POS             the end, exclusive: latest (the default: the end offsets\n"
         "                       when replay starts), an OFFSET or a TIME\n"
+        "  --route NAME         read the topics of the route NAME only (routes[].name; by\n"
+        "                       default every route's, each message judged by its\n"
+        "                       topic's route)\n"
         "  --topic T            a topic to read (repeatable, or comma separated; default:\n"
-        "                       kafka.topics)\n"
+        "                       the routes' topics, kafka.topics without routes)\n"
         "  --partitions LIST    partitions to read, numbers and ranges (default: all)\n"
         "  --apply              run missing keys (and failed ones when\n"
         "                       dedup.retry_failed) through the claim + handler\n"
-        "                       transaction; report-only without it\n"
+        "                       transaction; report-only without it. A route whose\n"
+        "                       handler is in external mode is reported only (refused\n"
+        "                       with --route naming it)\n"
         "  --report FILE        write the report to FILE instead of stdout\n"
         "  --format FORMAT      json (the default) or csv (a header and one row per\n"
         "                       entry, nothing else)\n"
@@ -214,7 +233,8 @@ const dd_cmd_t dd_cmd_replay = {
         "Exit status:\n"
         "  0  the report was written (with --fail-on-findings: and it has no findings)\n"
         "  1  an error, or interrupted (the report covers what was read)\n"
-        "  2  usage error, an empty or inverted range included\n"
+        "  2  usage error, an empty or inverted range included, or no route of that\n"
+        "     name\n"
         "  3  --fail-on-findings, and the report has findings\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_replay_args_t),

@@ -4,7 +4,8 @@
  * handler transaction of `dedupd run`, so a live consumer working on the
  * same keys at the same time cannot make anything happen twice. What the
  * lane decides is recorded in dd_replay_key for the report; dead-letter
- * verdicts are reported, never sent.
+ * verdicts are reported, never sent. A route whose handler is in external
+ * mode is not run: its keys are reported only.
  */
 #include "dd_replay_int.h"
 
@@ -13,22 +14,47 @@
 #include "dd_common.h"
 #include "dd_log.h"
 
+int dd_replay_apply_external(const dd_replay_t *rp, int route)
+{
+    return dd_handler_mode(rp->routes->route[route].h) == DEDUPD_MODE_EXTERNAL;
+}
+
 int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
-    const dd_conf_t *conf = rp->conf;
-    int rc;
+    int local = 0, ext = -1, rc;
 
-    rc = dd_handler_load(&rp->h, conf->handler.path, conf->handler.config, errstr, errstr_size);
-    if (!rc && dd_handler_mode(rp->h) == DEDUPD_MODE_EXTERNAL) {
-        /* Its report has no verdict for a key in progress under a live claim. */
+    /* The routes' handlers were loaded with the routes (dd_replay_setup).
+     * One in external mode is not run: the report has no verdict for a key
+     * in progress under a live claim. When every route read is in external
+     * mode (--route naming one, or a configuration without a route in local
+     * mode) there is nothing to apply: refused. Otherwise the keys of those
+     * routes are reported, not repaired. */
+    for (int r = 0; r < rp->routes->cnt; r++) {
+        if (rp->only >= 0 && r != rp->only) continue;
+        if (!dd_replay_apply_external(rp, r))
+            local++;
+        else if (ext < 0)
+            ext = r;
+    }
+    if (ext >= 0 && !local) {
+        const dd_route_t *rt = &rp->routes->route[ext];
         dd_errstr_set(errstr, errstr_size,
-                      "replay --apply does not run handlers in external mode (%s): replay "
+                      "replay --apply does not run handlers in external mode (%s%s%s): replay "
                       "without --apply reports the missing keys; produce their messages again "
                       "for dedupd run, and settle keys left processing with dedupd reconcile",
-                      dd_handler_name(rp->h));
-        rc = DD_ERR_CONFIG;
+                      dd_handler_name(rt->h), rp->conf->has_routes ? ", route " : "",
+                      rp->conf->has_routes ? rt->conf->name : "");
+        return DD_ERR_CONFIG;
     }
-    if (!rc) rc = dd_lanes_new(&rp->lanes, conf, rp->h, 1, "replay", errstr, errstr_size);
+    for (int r = 0; ext >= 0 && r < rp->routes->cnt; r++) {
+        if ((rp->only >= 0 && r != rp->only) || !dd_replay_apply_external(rp, r)) continue;
+        dd_log(DD_LOG_WARN,
+               "Route %s: its handler %s is in external mode, which replay --apply does not run: "
+               "its missing keys are reported, not repaired (produce their messages again for "
+               "dedupd run; settle keys left processing with dedupd reconcile).",
+               rp->routes->route[r].conf->name, dd_handler_name(rp->routes->route[r].h));
+    }
+    rc = dd_lanes_new(&rp->lanes, rp->conf, rp->routes, 1, "replay", errstr, errstr_size);
     if (!rc) rc = dd_lanes_start(rp->lanes, errstr, errstr_size);
     return rc;
 }
@@ -41,12 +67,13 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
     int rc = DD_OK, any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE biz_key IN (",
+    dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d WHERE (route, biz_key) IN (",
                   DD_RA_REPAIRED);
     for (dd_item_t *it = list; it; it = it->next) {
         if (it->outcome != DD_OUT_APPLIED) continue;
-        dd_buf_puts(&rp->sql, any++ ? "," : "");
+        dd_buf_printf(&rp->sql, "%s(%d,", any++ ? "," : "", it->route);
         dd_db_hex(&rp->sql, it->key, it->key_len);
+        dd_buf_puts(&rp->sql, ")");
     }
     dd_buf_puts(&rp->sql, ")");
     if (any) rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
@@ -63,7 +90,7 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
         } else {
             dd_buf_puts(&rp->sql, "NULL");
         }
-        dd_buf_puts(&rp->sql, " WHERE biz_key = ");
+        dd_buf_printf(&rp->sql, " WHERE route = %d AND biz_key = ", it->route);
         dd_db_hex(&rp->sql, it->key, it->key_len);
         rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
     }

@@ -293,6 +293,9 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
     case 'A':
         args->all_consumed = 1;
         return 0;
+    case 'R':
+        args->route = arg;
+        return 0;
     case 'F':
         if (strcmp(arg, "json") && strcmp(arg, "csv")) {
             snprintf(err, sizeof(err), "--format must be json or csv, not '%s'", arg);
@@ -309,13 +312,19 @@ static int dd_replay_opt(dd_replay_args_t *args, int c, char *arg, int *have_fro
 
 int dd_replay_args_parse(void *opts, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"from", required_argument, NULL, 'f'},    {"to", required_argument, NULL, 't'},
-        {"topic", required_argument, NULL, 'T'},   {"partitions", required_argument, NULL, 'p'},
-        {"apply", no_argument, NULL, 'a'},         {"orphans", no_argument, NULL, 'o'},
-        {"report", required_argument, NULL, 'r'},  {"format", required_argument, NULL, 'F'},
-        {"summary", required_argument, NULL, 'S'}, {"fail-on-findings", no_argument, NULL, 'x'},
-        {"all-consumed", no_argument, NULL, 'A'},  {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"from", required_argument, NULL, 'f'},
+                                             {"to", required_argument, NULL, 't'},
+                                             {"topic", required_argument, NULL, 'T'},
+                                             {"partitions", required_argument, NULL, 'p'},
+                                             {"apply", no_argument, NULL, 'a'},
+                                             {"orphans", no_argument, NULL, 'o'},
+                                             {"report", required_argument, NULL, 'r'},
+                                             {"format", required_argument, NULL, 'F'},
+                                             {"summary", required_argument, NULL, 'S'},
+                                             {"fail-on-findings", no_argument, NULL, 'x'},
+                                             {"all-consumed", no_argument, NULL, 'A'},
+                                             {"route", required_argument, NULL, 'R'},
+                                             {NULL, 0, NULL, 0}};
     dd_replay_args_t *args = opts;
     struct timespec ts;
     int c, rc, have_from = 0;

@@ -26,6 +26,7 @@
 #include "dd_lanes.h"
 #include "dd_progress.h"
 #include "dd_replay.h"
+#include "dd_routes.h"
 
 #define DD_REPLAY_BATCH 500        /* messages judged per round of lookups */
 #define DD_REPLAY_MAX_PENDING 2000 /* --apply: items handed to the lane, not yet back */
@@ -65,6 +66,7 @@ typedef struct {
     int apply, orphans, csv;
     int fail_on_findings; /* exit DD_EXIT_FINDINGS when the report has findings */
     int all_consumed;     /* --all-consumed: no key is pending, whatever the group did */
+    const char *route;    /* --route: only this route's topics */
     const char *report;
     const char *summary; /* --summary FILE: the summary as JSON */
 } dd_replay_args_t;
@@ -73,6 +75,7 @@ typedef struct {
 typedef struct {
     const char *topic;
     int32_t partition;
+    int route;         /* the topic's, an index of conf->routes */
     int64_t low, high; /* watermarks at start */
     int64_t start, end;
     int64_t pos; /* next offset to read */
@@ -94,7 +97,8 @@ typedef struct {
     uint64_t orphans;
 } dd_replay_sum_t;
 
-/* A distinct key of the current batch. */
+/* A distinct key of the current batch (a key of one route: the same key
+ * in two routes is two keys, of two tables). */
 typedef struct {
     dd_item_t *first; /* its first message in this batch */
     int seen;         /* already met earlier in the range */
@@ -107,8 +111,10 @@ typedef struct {
 typedef struct {
     dd_replay_args_t *args;
     const dd_conf_t *conf;
-    dd_key_tmpl_t *tmpl;
-    dd_hash_spec_t *hspec;
+    int only;            /* --route's index, or -1: every route */
+    dd_routes_t *routes; /* each route's key and hash (and with --apply its handler) */
+    char **topics;       /* the topics read: --topic's, or the routes' (patterns resolved) */
+    int topic_cnt;
     dd_json_doc_t *doc; /* the message being parsed */
     rd_kafka_t *rk;
     dd_db_t *db;
@@ -125,8 +131,8 @@ typedef struct {
     size_t n;
 
     /* --apply */
-    dd_handler_t *h;
-    dd_lanes_t *lanes; /* one lane */
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX]; /* every route's */
+    dd_lanes_t *lanes;                   /* one lane */
     int64_t pending;
 
     dd_replay_sum_t sum;
@@ -157,12 +163,16 @@ MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr
 /* Appends s quoted (at most 1024 bytes), or NULL when s is NULL or empty. */
 void dd_replay_put_text(dd_replay_t *rp, const char *s);
 int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size);
-/* Parses one message into the batch; judges the batch when it is full. */
-int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size);
+/* Parses one message of partition pt into the batch; judges the batch when
+ * it is full. */
+int dd_replay_message(dd_replay_t *rp, const dd_replay_part_t *pt, rd_kafka_message_t *rkm,
+                      char *errstr, size_t errstr_size);
 /* Judges what the batch holds. */
 int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size);
 
 /* dd_replay_apply.c */
+/* 1 when route's handler is in external mode (--apply leaves its keys). */
+int dd_replay_apply_external(const dd_replay_t *rp, int route);
 int dd_replay_apply_start(dd_replay_t *rp, char *errstr, size_t errstr_size);
 int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, size_t errstr_size);
 int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, size_t errstr_size);

@@ -3,7 +3,8 @@
  * the pipeline's parse, key and hash rules (dd_parse.c), one lookup per
  * batch, and what replay learns about each key kept in session TEMPORARY
  * tables (dd_replay_key, dd_replay_event), so memory is bounded by the
- * batch, not by the range.
+ * batch, not by the range. A key is a route's: the same key in two routes
+ * is two keys, each looked up in its route's dedup table.
  */
 #include "dd_replay_int.h"
 
@@ -37,21 +38,23 @@ MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr
     return res;
 }
 
-/* dd_replay_key: per key, its first message in the range and the verdict.
- * dd_replay_event: bad messages and copies unlike their key's first one.
- * InnoDB, so a large range spills to disk instead of memory. */
+/* dd_replay_key: per key (of a route: its index), its first message in the
+ * range and the verdict. dd_replay_event: bad messages and copies unlike
+ * their key's first one. InnoDB, so a large range spills to disk instead
+ * of memory. */
 int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     static const char *const ddl[] = {
         "CREATE TEMPORARY TABLE dd_replay_key ("
-        " biz_key VARBINARY(255) NOT NULL PRIMARY KEY, msg_hash BINARY(32) NOT NULL,"
+        " route SMALLINT NOT NULL, biz_key VARBINARY(255) NOT NULL, msg_hash BINARY(32) NOT NULL,"
         " topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL, koffset BIGINT NOT NULL,"
         " kafka_key BLOB NULL,"
         " status TINYINT NOT NULL, reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL,"
         " detail VARCHAR(1024) NULL, outcome TINYINT NOT NULL DEFAULT 0,"
-        " outcome_error VARCHAR(1024) NULL) ENGINE=InnoDB",
+        " outcome_error VARCHAR(1024) NULL, PRIMARY KEY (route, biz_key)) ENGINE=InnoDB",
         "CREATE TEMPORARY TABLE dd_replay_event ("
-        " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, biz_key VARBINARY(255) NULL,"
+        " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, route SMALLINT NOT NULL,"
+        " biz_key VARBINARY(255) NULL,"
         " msg_hash BINARY(32) NULL, topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL,"
         " koffset BIGINT NOT NULL, kafka_key BLOB NULL, status TINYINT NOT NULL,"
         " reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL, detail VARCHAR(1024) NULL)"
@@ -64,10 +67,12 @@ int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
     return rc;
 }
 
-/* The batch's key of a result row (binary search: uk is sorted by key). */
-static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const char *key, size_t len)
+/* The batch's key of a result row among uk[a..b), one route's keys
+ * (binary search: they are sorted by key). */
+static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t a, size_t b, const char *key,
+                                             size_t len)
 {
-    size_t lo = 0, hi = u;
+    size_t lo = a, hi = b;
 
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -82,12 +87,13 @@ static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t u, const ch
     return NULL;
 }
 
-static void dd_replay_in_list(dd_replay_t *rp, size_t u, int only_new)
+/* " WHERE biz_key IN (...)" of uk[a..b). */
+static void dd_replay_in_list(dd_replay_t *rp, size_t a, size_t b, int only_new)
 {
     int first = 1;
 
-    dd_buf_puts(&rp->sql, " WHERE biz_key IN (");
-    for (size_t i = 0; i < u; i++) {
+    dd_buf_puts(&rp->sql, " biz_key IN (");
+    for (size_t i = a; i < b; i++) {
         if (only_new && rp->uk[i].seen) continue;
         if (!first) dd_buf_puts(&rp->sql, ",");
         dd_db_hex(&rp->sql, rp->uk[i].first->key, rp->uk[i].first->key_len);
@@ -96,20 +102,22 @@ static void dd_replay_in_list(dd_replay_t *rp, size_t u, int only_new)
     dd_buf_puts(&rp->sql, ")");
 }
 
-/* Which of the batch's keys were met earlier in the range, and their
- * first message's hash. */
-static int dd_replay_lookup_seen(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
+/* Which of the batch's keys of one route (uk[a..b)) were met earlier in
+ * the range, and their first message's hash. */
+static int dd_replay_lookup_seen(dd_replay_t *rp, size_t a, size_t b, char *errstr,
+                                 size_t errstr_size)
 {
     MYSQL_RES *res;
     MYSQL_ROW row;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_puts(&rp->sql, "SELECT biz_key, msg_hash FROM dd_replay_key");
-    dd_replay_in_list(rp, u, 0);
+    dd_buf_printf(&rp->sql, "SELECT biz_key, msg_hash FROM dd_replay_key WHERE route = %d AND",
+                  rp->uk[a].first->route);
+    dd_replay_in_list(rp, a, b, 0);
     if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
-        dd_replay_ukey_t *k = dd_replay_ukey_find(rp, u, row[0], len[0]);
+        dd_replay_ukey_t *k = dd_replay_ukey_find(rp, a, b, row[0], len[0]);
         if (k && len[1] == DD_HASH_LEN) {
             k->seen = 1;
             memcpy(k->first_hash, row[1], DD_HASH_LEN);
@@ -119,24 +127,26 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t u, char *errstr, size_t
     return DD_OK;
 }
 
-/* The dedup rows of the keys met for the first time. */
-static int dd_replay_lookup_rows(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
+/* The dedup rows of one route's keys (uk[a..b)) met for the first time,
+ * from the route's table. */
+static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errstr,
+                                 size_t errstr_size)
 {
     MYSQL_RES *res;
     MYSQL_ROW row;
     size_t fresh = 0;
 
-    for (size_t i = 0; i < u; i++)
+    for (size_t i = a; i < b; i++)
         fresh += !rp->uk[i].seen;
     if (fresh == 0) return DD_OK;
     dd_buf_reset(&rp->sql);
-    dd_buf_printf(&rp->sql, "SELECT biz_key, request_hash, status, error FROM `%s`",
-                  rp->conf->dedup.table);
-    dd_replay_in_list(rp, u, 1);
+    dd_buf_printf(&rp->sql, "SELECT biz_key, request_hash, status, error FROM `%s` WHERE",
+                  rp->conf->routes[rp->uk[a].first->route].dedup.table);
+    dd_replay_in_list(rp, a, b, 1);
     if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
-        dd_replay_ukey_t *k = dd_replay_ukey_find(rp, u, row[0], len[0]);
+        dd_replay_ukey_t *k = dd_replay_ukey_find(rp, a, b, row[0], len[0]);
         if (!k || k->seen) continue;
         k->has_row = 1;
         if (len[1] == DD_HASH_LEN) memcpy(k->row_hash, row[1], DD_HASH_LEN);
@@ -149,16 +159,18 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t u, char *errstr, size_t
 
 /* ---- judging a batch ---- */
 
+/* Route, then key, then the order consumed. */
 static int dd_replay_item_cmp(const void *a, const void *b)
 {
     const dd_item_t *x = *(dd_item_t *const *)a, *y = *(dd_item_t *const *)b;
-    int c = dd_text_cmp(x->key, x->key_len, y->key, y->key_len);
+    int c = x->route != y->route ? (x->route < y->route ? -1 : 1)
+                                 : dd_text_cmp(x->key, x->key_len, y->key, y->key_len);
 
     return c ? c : (x->seq < y->seq ? -1 : x->seq > y->seq);
 }
 
-/* Groups the batch's good messages by key; uk[] gets one entry per key,
- * sorted, leading with the key's first message in the batch. */
+/* Groups the batch's good messages by route and key; uk[] gets one entry
+ * per key, sorted, leading with the key's first message in the batch. */
 static size_t dd_replay_group(dd_replay_t *rp)
 {
     size_t g = 0, u = 0;
@@ -168,8 +180,9 @@ static size_t dd_replay_group(dd_replay_t *rp)
     qsort(rp->sorted, g, sizeof(*rp->sorted), dd_replay_item_cmp);
     for (size_t i = 0; i < g; i++) {
         dd_item_t *it = rp->sorted[i];
-        if (u == 0 || dd_text_cmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len, it->key,
-                                  it->key_len) != 0) {
+        if (u == 0 || rp->uk[u - 1].first->route != it->route ||
+            dd_text_cmp(rp->uk[u - 1].first->key, rp->uk[u - 1].first->key_len, it->key,
+                        it->key_len) != 0) {
             memset(&rp->uk[u], 0, sizeof(rp->uk[u]));
             rp->uk[u].first = it;
             memcpy(rp->uk[u].first_hash, it->hash, DD_HASH_LEN);
@@ -244,7 +257,7 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
     int any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_key (biz_key, msg_hash, topic, kpartition, "
+    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_key (route, biz_key, msg_hash, topic, kpartition, "
                           "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
     for (size_t i = 0; i < u; i++) {
         dd_replay_ukey_t *k = &rp->uk[i];
@@ -255,6 +268,7 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
         rp->sum.keys++;
         rp->sum.status[st]++;
         dd_buf_puts(&rp->sql, any++ ? ",(" : "(");
+        dd_buf_printf(&rp->sql, "%d,", k->first->route);
         dd_db_hex(&rp->sql, k->first->key, k->first->key_len);
         dd_buf_puts(&rp->sql, ",");
         dd_db_hex(&rp->sql, k->first_hash, DD_HASH_LEN);
@@ -279,6 +293,7 @@ static void dd_replay_put_event(dd_replay_t *rp, const dd_item_t *it, int *any,
                                 const unsigned char *first_hash)
 {
     dd_buf_puts(&rp->sql, (*any)++ ? ",(" : "(");
+    dd_buf_printf(&rp->sql, "%d,", it->route);
     if (first_hash) {
         dd_db_hex(&rp->sql, it->key, it->key_len);
         dd_buf_puts(&rp->sql, ",");
@@ -306,8 +321,9 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
     int any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_event (biz_key, msg_hash, topic, kpartition, "
-                          "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
+    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_event (route, biz_key, msg_hash, topic, "
+                          "kpartition, koffset, kafka_key, status, reason, stored_hash, detail) "
+                          "VALUES ");
     for (size_t i = 0; i < rp->n; i++) {
         dd_item_t *it = rp->batch[i];
         const dd_replay_ukey_t *k;
@@ -326,8 +342,8 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
     return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
 }
 
-/* Hands the first message of each key that needs repair to the lane; frees
- * the rest of the batch. */
+/* Hands the first message of each key that needs repair to the lane (not
+ * those of a route in external mode); frees the rest of the batch. */
 static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
 {
     int rc = DD_OK;
@@ -338,7 +354,9 @@ static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t er
         dd_replay_status_t st;
         if (k->seen) continue;
         st = dd_replay_judge(rp, k, &reason);
-        if (st == DD_RS_MISSING || (st == DD_RS_FAILED && rp->conf->dedup.retry_failed)) {
+        if (dd_replay_apply_external(rp, k->first->route)) continue; /* reported only */
+        if (st == DD_RS_MISSING ||
+            (st == DD_RS_FAILED && rp->conf->routes[k->first->route].dedup.retry_failed)) {
             rp->batch[k->first->seq] = NULL;
             if (!rc)
                 rc = dd_replay_apply_push(rp, k->first, errstr, errstr_size);
@@ -359,8 +377,12 @@ int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
 
     if (rp->n == 0) return DD_OK;
     u = dd_replay_group(rp);
-    if (u > 0) rc = dd_replay_lookup_seen(rp, u, errstr, errstr_size);
-    if (!rc && u > 0) rc = dd_replay_lookup_rows(rp, u, errstr, errstr_size);
+    for (size_t a = 0, b; !rc && a < u; a = b) { /* route by route */
+        for (b = a + 1; b < u && rp->uk[b].first->route == rp->uk[a].first->route; b++)
+            ;
+        rc = dd_replay_lookup_seen(rp, a, b, errstr, errstr_size);
+        if (!rc) rc = dd_replay_lookup_rows(rp, a, b, errstr, errstr_size);
+    }
     if (!rc && u > 0) rc = dd_replay_record_keys(rp, u, errstr, errstr_size);
     if (!rc) rc = dd_replay_record_events(rp, errstr, errstr_size);
     if (rc) {
@@ -371,9 +393,12 @@ int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
     return rc ? rc : drc;
 }
 
-/* Parses one message into the batch (bad ones marked DD_OUT_DLQ). */
-int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size)
+/* Parses one message into the batch (bad ones marked DD_OUT_DLQ), by its
+ * partition's route. */
+int dd_replay_message(dd_replay_t *rp, const dd_replay_part_t *pt, rd_kafka_message_t *rkm,
+                      char *errstr, size_t errstr_size)
 {
+    const dd_route_t *rt = &rp->routes->route[pt->route];
     dd_item_t *item = dd_item_new();
 
     if (!item) {
@@ -383,12 +408,13 @@ int dd_replay_message(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, si
     }
     item->rkm = rkm;
     item->seq = rp->n;
+    item->route = pt->route;
     rp->sum.messages++;
-    if (dd_parse_message(rp->doc, rp->conf, rp->tmpl, rkm->payload, rkm->len, &item->json,
-                         item->key, &item->key_len, &item->reason, item->error,
-                         sizeof(item->error)) != DD_OK) {
+    if (dd_parse_message(rp->doc, rt->conf->dedup.max_payload_bytes, rt->tmpl, rkm->payload,
+                         rkm->len, &item->json, item->key, &item->key_len, &item->reason,
+                         item->error, sizeof(item->error)) != DD_OK) {
         item->outcome = DD_OUT_DLQ;
-    } else if (dd_hash_doc(rp->hspec, rp->doc, item->hash) != DD_OK) {
+    } else if (dd_hash_doc(rt->hspec, rp->doc, item->hash) != DD_OK) {
         rp->batch[rp->n++] = item; /* freed with the batch */
         dd_errstr_set(errstr, errstr_size,
                       "cannot compute the request hash of %s [%d] at "

@@ -98,7 +98,7 @@ int dd_replay_group_offsets(dd_replay_t *rp, char *errstr, size_t errstr_size)
     return rc ? DD_ERR_FATAL : DD_OK;
 }
 
-static int dd_replay_part_add(dd_replay_t *rp, const char *topic, int32_t partition)
+static int dd_replay_part_add(dd_replay_t *rp, const char *topic, int32_t partition, int route)
 {
     dd_replay_part_t *np = realloc(rp->parts, (size_t)(rp->part_cnt + 1) * sizeof(*np));
 
@@ -107,31 +107,96 @@ static int dd_replay_part_add(dd_replay_t *rp, const char *topic, int32_t partit
     memset(&np[rp->part_cnt], 0, sizeof(*np));
     np[rp->part_cnt].topic = topic;
     np[rp->part_cnt].partition = partition;
+    np[rp->part_cnt].route = route;
     np[rp->part_cnt].from_ts = np[rp->part_cnt].to_ts = -1;
     np[rp->part_cnt].group_committed = -1;
     rp->part_cnt++;
     return DD_OK;
 }
 
+/* The route of topic: found by the routes' topics; without routes any
+ * topic is the one route's, as --topic has always allowed. */
+static int dd_replay_route_of(const dd_replay_t *rp, const char *topic, int *other)
+{
+    *other = -1;
+    return rp->conf->has_routes ? dd_conf_route_find(rp->conf, topic, other) : 0;
+}
+
+/* The topics to read, into rp->topics: --topic's, each of one route (of
+ * --route's, with it), or the topics of the routes (of --route's), their
+ * patterns resolved against the cluster's topics now. */
+static int dd_replay_topics(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    const dd_replay_args_t *args = rp->args;
+    const dd_conf_t *conf = rp->conf;
+    int rc;
+
+    if (!args->topic_cnt) {
+        for (int attempt = 0;; attempt++) {
+            rc = dd_kafka_route_topics(rp->rk, conf, rp->only, DD_REPLAY_TIMEOUT_MS, &rp->topics,
+                                       &rp->topic_cnt, errstr, errstr_size);
+            if (rc != DD_ERR_RETRIABLE || attempt >= 4) break;
+            dd_kafka_topics_free(rp->topics, rp->topic_cnt);
+            rp->topics = NULL;
+            dd_sleep_ms(500, &dd_stop_requested);
+        }
+        return rc ? DD_ERR_FATAL : DD_OK;
+    }
+    if (!(rp->topics = calloc((size_t)args->topic_cnt, sizeof(*rp->topics)))) return DD_ERR_NOMEM;
+    for (int t = 0; t < args->topic_cnt; t++) {
+        const char *topic = args->topics[t];
+        int other, r = dd_replay_route_of(rp, topic, &other);
+        if (r < 0) {
+            dd_errstr_set(errstr, errstr_size, "--topic %s: no route of %s has this topic", topic,
+                          conf->path);
+            return DD_ERR_ARG;
+        }
+        if (other >= 0) {
+            dd_errstr_set(errstr, errstr_size,
+                          "--topic %s: the topics of two routes match it: %s and %s", topic,
+                          conf->routes[r].name, conf->routes[other].name);
+            return DD_ERR_ARG;
+        }
+        if (rp->only >= 0 && r != rp->only) {
+            dd_errstr_set(errstr, errstr_size, "--topic %s is route %s's, not route %s's", topic,
+                          conf->routes[r].name, conf->routes[rp->only].name);
+            return DD_ERR_ARG;
+        }
+        if (!(rp->topics[t] = strdup(topic))) return DD_ERR_NOMEM;
+        rp->topic_cnt = t + 1;
+    }
+    return DD_OK;
+}
+
 /* The partitions to read: every partition of every topic, or the listed
- * ones, which must exist. */
+ * ones, which must exist. A topic two routes' patterns match is refused:
+ * which route judges it would be a guess. */
 int dd_replay_partitions(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     const dd_replay_args_t *args = rp->args;
-    int rc = DD_OK;
+    int rc = dd_replay_topics(rp, errstr, errstr_size);
 
-    for (int t = 0; !rc && t < args->topic_cnt; t++) {
-        int cnt = 0;
-        rc = dd_replay_partition_count(rp, args->topics[t], &cnt, errstr, errstr_size);
+    for (int t = 0; !rc && t < rp->topic_cnt; t++) {
+        const char *topic = rp->topics[t];
+        int cnt = 0, other, route = dd_replay_route_of(rp, topic, &other);
+        if (route < 0 || other >= 0) {
+            dd_errstr_set(errstr, errstr_size,
+                          "topic %s: the topics of two routes match it (%s and %s): a topic "
+                          "must belong to one route",
+                          topic, route >= 0 ? rp->conf->routes[route].name : "?",
+                          other >= 0 ? rp->conf->routes[other].name : "?");
+            return DD_ERR_FATAL;
+        }
+        rc = dd_replay_partition_count(rp, topic, &cnt, errstr, errstr_size);
         for (int p = 0; !rc && !args->parts && p < cnt; p++)
-            rc = dd_replay_part_add(rp, args->topics[t], p);
+            rc = dd_replay_part_add(rp, topic, p, route);
         for (int i = 0; !rc && i < args->part_cnt; i++) {
             if (args->parts[i] >= cnt) {
                 dd_errstr_set(errstr, errstr_size, "topic %s has %d partition(s): no partition %d",
-                              args->topics[t], cnt, (int)args->parts[i]);
+                              topic, cnt, (int)args->parts[i]);
                 rc = DD_ERR_ARG;
             } else {
-                rc = dd_replay_part_add(rp, args->topics[t], args->parts[i]);
+                rc = dd_replay_part_add(rp, topic, args->parts[i], route);
             }
         }
     }

@@ -24,6 +24,7 @@ static const char *const dd_replay_row_names[3] = {"processing", "applied", "fai
 /* One line of the report, from dd_replay_key / dd_replay_event (a verdict)
  * or from dd_replay_orphan (status "orphan"). NULL fields are left out. */
 typedef struct {
+    const char *route; /* its route's name, with routes; NULL without */
     const char *status, *reason, *topic;
     const char *partition, *offset;
     const char *key; /* the business key, bytes */
@@ -82,6 +83,7 @@ static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int firs
 {
     fputs(first ? "\n    {" : ",\n    {", out);
     dd_replay_json_key(out, "key", e->key, e->key_len, 1);
+    dd_replay_json_field(out, "route", e->route, 0);
     dd_replay_json_field(out, "status", e->status, 0);
     dd_replay_json_field(out, "reason", e->reason, 0);
     dd_replay_json_field(out, "topic", e->topic, 0);
@@ -127,9 +129,11 @@ static void dd_replay_csv_key(FILE *out, const char *key, size_t len)
     fputc(',', out);
 }
 
-#define DD_REPLAY_CSV_HEADER                                                                       \
+#define DD_REPLAY_CSV_COLUMNS                                                                      \
     "status,reason,topic,partition,offset,key,key_hex,kafka_key,kafka_key_hex,hash,stored_hash,"   \
-    "detail,apply,apply_error\n"
+    "detail,apply,apply_error"
+#define DD_REPLAY_CSV_HEADER DD_REPLAY_CSV_COLUMNS "\n"
+#define DD_REPLAY_CSV_HEADER_ROUTES DD_REPLAY_CSV_COLUMNS ",route\n"
 
 static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
 {
@@ -149,7 +153,9 @@ static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
         snprintf(detail, sizeof(detail), "%s", e->detail ? e->detail : "");
     dd_replay_csv_field(out, detail, strlen(detail), 0);
     dd_replay_csv_field(out, e->apply, e->apply ? strlen(e->apply) : 0, 0);
-    dd_replay_csv_field(out, e->apply_error, e->apply_error ? strlen(e->apply_error) : 0, 1);
+    dd_replay_csv_field(out, e->apply_error, e->apply_error ? strlen(e->apply_error) : 0,
+                        !e->route);
+    if (e->route) dd_replay_csv_field(out, e->route, strlen(e->route), 1);
 }
 
 static const char *dd_replay_name(const char *const *names, int cnt, const char *num)
@@ -159,12 +165,22 @@ static const char *dd_replay_name(const char *const *names, int cnt, const char 
     return v >= 0 && v < cnt ? names[v] : "unknown";
 }
 
+/* The name of route r for an entry, with routes; NULL without. */
+static const char *dd_replay_route_name(const dd_replay_t *rp, const char *r)
+{
+    int v = r ? atoi(r) : -1;
+
+    if (!rp->conf->has_routes || v < 0 || v >= rp->conf->route_cnt) return NULL;
+    return rp->conf->routes[v].name;
+}
+
 /* Streams the verdicts that are not `applied`, in topic/partition/offset
  * order, to the report. Returns 0 or DD_ERR_FATAL. */
 static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, size_t errstr_size)
 {
     static const char cols[] = "status, reason, topic, kpartition, koffset, biz_key, "
-                               "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail, kafka_key";
+                               "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail, kafka_key, "
+                               "route";
     MYSQL_RES *res;
     MYSQL_ROW row;
     int n = 0;
@@ -174,11 +190,13 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
                   "SELECT %s, outcome, outcome_error FROM dd_replay_key WHERE status <> %d "
                   "UNION ALL SELECT %s, 0, NULL FROM dd_replay_event ORDER BY 3, 4, 5",
                   cols, DD_RS_APPLIED, cols);
+    /* columns: 0-9 cols, 10 route, 11 outcome, 12 outcome_error */
     if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
-        int outcome = atoi(row[10]);
+        int outcome = atoi(row[11]);
         dd_replay_entry_t e = {
+            .route = dd_replay_route_name(rp, row[10]),
             .status = dd_replay_name(dd_replay_status_names, DD_RS_CNT, row[0]),
             .reason = row[1],
             .topic = row[2],
@@ -191,8 +209,8 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
             .detail = row[8],
             .kafka_key = row[9],
             .kafka_key_len = len[9],
-            .apply_error = row[11],
-            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[10]) : NULL,
+            .apply_error = row[12],
+            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[11]) : NULL,
         };
         if (rp->args->csv)
             dd_replay_csv_entry(out, &e);
@@ -204,27 +222,25 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
     return DD_OK;
 }
 
-/* --orphans: dedup rows whose first-seen position is inside the replayed
- * range but whose key never showed up in it. The anti-join runs in the
- * database against dd_replay_key (a full scan of the dedup table: it has
- * no index on topic/partition/offset), into a temporary table. */
-static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_size)
+/* --orphans of route r: its dedup rows whose first-seen position is in
+ * the replayed range of its topics, but whose key never showed up in it.
+ * The anti-join runs in the database against dd_replay_key (a full scan of
+ * the dedup table: it has no index on topic/partition/offset). */
+static int dd_replay_route_orphans(dd_replay_t *rp, int r, char *errstr, size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(rp->db);
-    MYSQL_RES *res;
-    MYSQL_ROW row;
-    int any = 0, rc;
+    int any = 0;
 
     dd_buf_reset(&rp->sql);
     dd_buf_printf(&rp->sql,
-                  "CREATE TEMPORARY TABLE dd_replay_orphan ENGINE=InnoDB AS SELECT d.biz_key, "
-                  "d.topic, d.kpartition, d.koffset, d.status, d.request_hash, d.created_at "
-                  "FROM `%s` d WHERE NOT EXISTS (SELECT 1 FROM dd_replay_key k WHERE "
-                  "k.biz_key = d.biz_key) AND (FALSE",
-                  rp->conf->dedup.table);
+                  "INSERT INTO dd_replay_orphan SELECT %d, d.biz_key, d.topic, d.kpartition, "
+                  "d.koffset, d.status, d.request_hash, d.created_at FROM `%s` d WHERE NOT "
+                  "EXISTS (SELECT 1 FROM dd_replay_key k WHERE k.route = %d AND k.biz_key = "
+                  "d.biz_key) AND (FALSE",
+                  r, rp->conf->routes[r].dedup.table, r);
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
-        if (pt->start >= pt->end) continue;
+        if (pt->route != r || pt->start >= pt->end) continue;
         dd_buf_puts(&rp->sql, " OR (d.topic = ");
         dd_db_quote(&rp->sql, mysql, pt->topic, strlen(pt->topic));
         dd_buf_printf(&rp->sql,
@@ -232,8 +248,25 @@ static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_s
                       (int)pt->partition, (long long)pt->start, (long long)pt->end);
         any = 1;
     }
-    dd_buf_puts(&rp->sql, any ? ")" : ") AND FALSE");
-    rc = dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
+    dd_buf_puts(&rp->sql, ")");
+    return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
+}
+
+/* --orphans: every route's (dd_replay_route_orphans), into a temporary
+ * table. */
+static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    static const char ddl[] =
+        "CREATE TEMPORARY TABLE dd_replay_orphan (route SMALLINT NOT NULL,"
+        " biz_key VARBINARY(255) NOT NULL, topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL,"
+        " koffset BIGINT NOT NULL, status TINYINT NOT NULL, request_hash BINARY(32) NOT NULL,"
+        " created_at DATETIME(6) NOT NULL) ENGINE=InnoDB";
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+    int rc = dd_replay_exec(rp, ddl, strlen(ddl), errstr, errstr_size);
+
+    for (int r = 0; !rc && r < rp->conf->route_cnt; r++)
+        rc = dd_replay_route_orphans(rp, r, errstr, errstr_size);
     if (rc) return rc;
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "SELECT COUNT(*) FROM dd_replay_orphan");
@@ -251,12 +284,13 @@ static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, siz
 
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "SELECT biz_key, topic, kpartition, koffset, status, "
-                          "LOWER(HEX(request_hash)), created_at FROM dd_replay_orphan "
+                          "LOWER(HEX(request_hash)), created_at, route FROM dd_replay_orphan "
                           "ORDER BY topic, kpartition, koffset");
     if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_entry_t e = {
+            .route = dd_replay_route_name(rp, row[7]),
             .status = "orphan",
             .reason = "key_not_in_range",
             .key = row[0],
@@ -344,7 +378,8 @@ static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errst
     int rc;
 
     if (rp->args->csv) {
-        fputs(DD_REPLAY_CSV_HEADER, out);
+        /* with routes, each entry's route in a column of its own, the last */
+        fputs(rp->conf->has_routes ? DD_REPLAY_CSV_HEADER_ROUTES : DD_REPLAY_CSV_HEADER, out);
     } else {
         fputs("{\n", out);
         dd_replay_write_summary(rp, out, complete);

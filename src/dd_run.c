@@ -2,8 +2,8 @@
  * `dedupd run`: the consumer, with what runs beside it. Validates the
  * configuration as `dedupd check` does, makes sure the dedup table holds
  * keys of this dedupd's format, then runs the pipeline with the HTTP
- * endpoint, the background purge and, for a handler in external mode, the
- * compensation scan until SIGTERM/SIGINT (or, with
+ * endpoint, the background purge and, when some route's handler is in
+ * external mode, the compensation scan until SIGTERM/SIGINT (or, with
  * --exit-at-end, until every assigned partition is applied and committed),
  * and prints a summary line on stdout.
  */
@@ -25,6 +25,7 @@
 #include "dd_pipeline.h"
 #include "dd_purge.h"
 #include "dd_reconcile.h"
+#include "dd_routes.h"
 #include "dd_validate.h"
 
 #ifndef DEDUPD_VERSION
@@ -54,13 +55,37 @@ static int dd_run_parse(void *opts, int argc, char **argv)
     return DD_EXIT_OK;
 }
 
+/* With several routes, a line per route before the summary line, with
+ * the route's share of its counters. */
+static void dd_run_summary_routes(const dd_conf_t *conf, const dd_stats_t *s)
+{
+    for (int r = 0; conf->has_routes && r < conf->route_cnt; r++) {
+        const dd_route_stats_t *rs = &s->route[r];
+        uint64_t dl = 0;
+        for (int i = 0; i < DD_REASON_CNT; i++)
+            dl += rs->dead_letters[i];
+        printf("summary_route route=%s messages=%llu applied=%llu duplicates=%llu conflicts=%llu "
+               "retries=%llu dead_letters=%llu",
+               conf->routes[r].name, (unsigned long long)rs->messages,
+               (unsigned long long)rs->applied, (unsigned long long)rs->duplicates,
+               (unsigned long long)rs->conflicts, (unsigned long long)rs->retries,
+               (unsigned long long)dl);
+        for (int i = 0; i < DD_REASON_CNT; i++)
+            printf(" dlq_%s=%llu", dd_reason2str((dd_reason_t)i),
+                   (unsigned long long)rs->dead_letters[i]);
+        printf(" batched=%llu batch_declined=%llu\n", (unsigned long long)rs->batched,
+               (unsigned long long)rs->batch_declined);
+    }
+}
+
 /* The summary line (stdout): what the bench and the tests read. */
-static void dd_run_summary(dd_pipeline_t *pl)
+static void dd_run_summary(const dd_conf_t *conf, dd_pipeline_t *pl)
 {
     dd_stats_t s;
     uint64_t dl = 0;
 
     dd_pipeline_stats(pl, &s);
+    dd_run_summary_routes(conf, &s);
     for (int i = 0; i < DD_REASON_CNT; i++)
         dl += s.dead_letters[i];
     printf("summary messages=%llu applied=%llu duplicates=%llu conflicts=%llu retries=%llu "
@@ -88,23 +113,30 @@ static void dd_run_summary(dd_pipeline_t *pl)
     fflush(stdout);
 }
 
-/* The dedup table must hold keys of the format this dedupd renders (and,
- * for a handler in external mode, have the fence column). */
-static int dd_run_check_table(const dd_conf_t *conf, int external, char *errstr, size_t errstr_size)
+/* Every route's dedup table must hold keys of the format this dedupd
+ * renders, and be granted (and, for a handler in external mode, have the
+ * fence column). */
+static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, char *errstr,
+                              size_t errstr_size)
 {
     dd_db_t *db = NULL;
-    int rc = dd_db_new(&db, conf, errstr, errstr_size), index = 0;
+    int rc = dd_db_new(&db, conf, errstr, errstr_size);
 
-    if (!rc)
-        rc = dd_migrate_check_key_format(dd_db_mysql(db), conf->dedup.table, errstr, errstr_size);
-    if (!rc) rc = dd_grants_check(db, conf, dd_grants_run_needs(conf), errstr, errstr_size);
-    if (!rc && external) rc = dd_reconcile_check_table(db, conf, &index, errstr, errstr_size);
-    if (!rc && external && !index)
-        dd_log(DD_LOG_WARN,
-               "Dedup table %s has no index of processing rows, so the compensation scan "
-               "reads the whole table: run `dedupd migrate` with this configuration to "
-               "create it.",
-               conf->dedup.table);
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        const char *table = conf->routes[r].dedup.table;
+        int external = dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL, index = 0;
+        rc = dd_migrate_check_key_format(dd_db_mysql(db), table, errstr, errstr_size);
+        if (!rc)
+            rc = dd_grants_check(db, conf, table, dd_grants_run_needs(conf), errstr, errstr_size);
+        if (!rc && external)
+            rc = dd_reconcile_check_table(db, &conf->routes[r], &index, errstr, errstr_size);
+        if (!rc && external && !index)
+            dd_log(DD_LOG_WARN,
+                   "Dedup table %s has no index of processing rows, so the compensation scan "
+                   "reads the whole table: run `dedupd migrate` with this configuration to "
+                   "create it.",
+                   table);
+    }
     dd_db_destroy(db);
     return rc;
 }
@@ -120,25 +152,47 @@ static void dd_run_report(void *opaque, dd_validate_level_t level, const char *w
 }
 
 /* The compensation scan's gauges go with the pipeline's stats. */
-static void dd_run_publish_stuck(void *opaque, int64_t stuck, double oldest_s)
+static void dd_run_publish_stuck(void *opaque, int route, int64_t stuck, double oldest_s)
 {
-    dd_pipeline_set_processing(opaque, stuck, oldest_s);
+    dd_pipeline_set_processing(opaque, route, stuck, oldest_s);
 }
 
-/* The first line: what is starting, with what. */
-static void dd_run_log_start(const dd_conf_t *conf)
+/* "a,b" for route r's topics. */
+static void dd_run_topics(const dd_conf_route_t *route, char *out, size_t out_size)
 {
-    char topics[512] = "";
     size_t pos = 0;
 
-    for (int i = 0; i < conf->kafka.topic_cnt && pos < sizeof(topics); i++)
-        pos += (size_t)snprintf(topics + pos, sizeof(topics) - pos, "%s%s", i ? "," : "",
-                                conf->kafka.topics[i]);
+    out[0] = '\0';
+    for (int i = 0; i < route->topic_cnt && pos < out_size; i++)
+        pos += (size_t)snprintf(out + pos, out_size - pos, "%s%s", i ? "," : "", route->topics[i]);
+}
+
+/* The first line: what is starting, with what; with routes, a line per
+ * route. */
+static void dd_run_log_start(const dd_conf_t *conf)
+{
+    char topics[512];
+
+    if (!conf->has_routes) {
+        dd_run_topics(&conf->routes[0], topics, sizeof(topics));
+        dd_log(DD_LOG_INFO,
+               "Starting dedupd %s (librdkafka %s, MariaDB Connector/C %s): config %s, group %s, "
+               "topics %s, handler %s, %d worker(s).",
+               DEDUPD_VERSION, rd_kafka_version_str(), mysql_get_client_info(), conf->path,
+               conf->kafka.group, topics, conf->routes[0].handler.path, conf->workers);
+        return;
+    }
     dd_log(DD_LOG_INFO,
            "Starting dedupd %s (librdkafka %s, MariaDB Connector/C %s): config %s, group %s, "
-           "topics %s, handler %s, %d worker(s).",
+           "%d route(s), %d worker(s).",
            DEDUPD_VERSION, rd_kafka_version_str(), mysql_get_client_info(), conf->path,
-           conf->kafka.group, topics, conf->handler.path, conf->workers);
+           conf->kafka.group, conf->route_cnt, conf->workers);
+    for (int r = 0; r < conf->route_cnt; r++) {
+        const dd_conf_route_t *route = &conf->routes[r];
+        dd_run_topics(route, topics, sizeof(topics));
+        dd_log(DD_LOG_INFO, "Route %s: topics %s, key %s, dedup table %s, handler %s.", route->name,
+               topics, route->dedup.key, route->dedup.table, route->handler.path);
+    }
 }
 
 /* The last line, once everything is released, says how it ended. */
@@ -159,7 +213,7 @@ static void dd_run_log_end(const dd_stats_t *end, int rc)
 static int dd_run_run(const dd_conf_t *conf, void *opts)
 {
     const dd_run_opts_t *o = opts;
-    dd_handler_t *h = NULL;
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
     dd_pipeline_t *pl = NULL;
     dd_http_t *http = NULL;
     dd_purge_t *purge = NULL;
@@ -170,22 +224,23 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
 
     dd_signals_install();
     dd_run_log_start(conf);
-    rc = dd_validate_conf(conf, &h, dd_run_report, NULL, err, sizeof(err));
-    if (!rc)
-        dd_log(DD_LOG_INFO, "Handler %s loaded from %s.", dd_handler_name(h), dd_handler_path(h));
-    if (!rc)
-        rc = dd_run_check_table(conf, dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL, err, sizeof(err));
-    if (!rc) rc = dd_pipeline_new(&pl, conf, h, err, sizeof(err));
+    rc = dd_validate_conf(conf, hs, dd_run_report, NULL, err, sizeof(err));
+    for (int r = 0; !rc && r < conf->route_cnt; r++)
+        dd_log(DD_LOG_INFO, "Handler %s loaded from %s%s%s.", dd_handler_name(hs[r]),
+               dd_handler_path(hs[r]), conf->has_routes ? " for route " : "",
+               conf->has_routes ? conf->routes[r].name : "");
+    if (!rc) rc = dd_run_check_table(conf, hs, err, sizeof(err));
+    if (!rc) rc = dd_pipeline_new(&pl, conf, hs, err, sizeof(err));
     if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
     if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
     if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
     if (!rc) rc = dd_purge_start(purge, err, sizeof(err));
-    if (!rc && dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL)
-        rc = dd_reconcile_new(&scan, conf, h, dd_run_publish_stuck, pl, err, sizeof(err));
+    if (!rc && dd_reconcile_needed(conf, hs))
+        rc = dd_reconcile_new(&scan, conf, hs, dd_run_publish_stuck, pl, err, sizeof(err));
     if (!rc && scan) rc = dd_reconcile_start(scan, err, sizeof(err));
     if (!rc) {
         rc = dd_pipeline_run(pl, o->exit_at_end, &dd_stop_requested, err, sizeof(err));
-        dd_run_summary(pl);
+        dd_run_summary(conf, pl);
         dd_pipeline_stats(pl, &end);
     }
     if (rc) dd_log(DD_LOG_ERROR, "Stopping: %s", err);
@@ -193,7 +248,7 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     dd_purge_destroy(purge);
     dd_http_destroy(http);
     dd_pipeline_destroy(pl);
-    dd_handler_destroy(h);
+    dd_routes_destroy_handlers(hs, conf->route_cnt);
     dd_run_log_end(&end, rc);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }

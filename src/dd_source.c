@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dd_common.h"
+#include "dd_kafka.h"
 #include "dd_log.h"
 
 struct dd_source_s {
@@ -212,15 +213,17 @@ int64_t dd_source_high(dd_source_t *src, const char *topic, int32_t partition, i
     return hi;
 }
 
+/* The routes' topics together: names and patterns, as librdkafka takes
+ * them (a topic belongs to one route: no name comes twice). */
 int dd_source_subscribe(dd_source_t *src, char *errstr, size_t errstr_size)
 {
-    rd_kafka_topic_partition_list_t *topics =
-        rd_kafka_topic_partition_list_new(src->conf->kafka.topic_cnt);
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(8);
     rd_kafka_resp_err_t err;
 
-    for (int i = 0; i < src->conf->kafka.topic_cnt; i++)
-        rd_kafka_topic_partition_list_add(topics, src->conf->kafka.topics[i],
-                                          RD_KAFKA_PARTITION_UA);
+    for (int r = 0; r < src->conf->route_cnt; r++)
+        for (int i = 0; i < src->conf->routes[r].topic_cnt; i++)
+            rd_kafka_topic_partition_list_add(topics, src->conf->routes[r].topics[i],
+                                              RD_KAFKA_PARTITION_UA);
     err = rd_kafka_subscribe(src->rk, topics);
     rd_kafka_topic_partition_list_destroy(topics);
     if (err) {
@@ -265,14 +268,18 @@ out:
     return rc;
 }
 
+/* The routes' topics, patterns resolved against the cluster's topics now
+ * (dd_kafka_route_topics: a topic that appears later is not waited for). */
 int dd_source_query_ends(dd_source_t *src, int timeout_ms, char *errstr, size_t errstr_size)
 {
-    for (int i = 0; i < src->conf->kafka.topic_cnt; i++) {
-        int rc =
-            dd_source_topic_ends(src, src->conf->kafka.topics[i], timeout_ms, errstr, errstr_size);
-        if (rc) return rc;
-    }
-    return DD_OK;
+    char **topics = NULL;
+    int cnt = 0, rc = dd_kafka_route_topics(src->rk, src->conf, -1, timeout_ms, &topics, &cnt,
+                                            errstr, errstr_size);
+
+    for (int i = 0; !rc && i < cnt; i++)
+        rc = dd_source_topic_ends(src, topics[i], timeout_ms, errstr, errstr_size);
+    dd_kafka_topics_free(topics, cnt);
+    return rc;
 }
 
 void dd_source_store(dd_source_t *src)

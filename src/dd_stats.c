@@ -15,6 +15,24 @@ const char *dd_reason2str(dd_reason_t reason)
     return reason < DD_REASON_CNT ? dd_reason_names[reason] : "unknown";
 }
 
+void dd_route_stats_add(dd_route_stats_t *to, const dd_route_stats_t *from)
+{
+    to->messages += from->messages;
+    to->applied += from->applied;
+    to->duplicates += from->duplicates;
+    to->conflicts += from->conflicts;
+    to->retries += from->retries;
+    to->batched += from->batched;
+    to->batch_declined += from->batch_declined;
+    for (int i = 0; i < DD_REASON_CNT; i++)
+        to->dead_letters[i] += from->dead_letters[i];
+    to->ext_waits += from->ext_waits;
+    to->ext_takeovers += from->ext_takeovers;
+    for (int i = 0; i < 3; i++)
+        to->ext_reconciled[i] += from->ext_reconciled[i];
+    to->ext_stale += from->ext_stale;
+}
+
 void dd_stats_add(dd_stats_t *to, const dd_stats_t *from)
 {
     to->messages += from->messages;
@@ -30,11 +48,8 @@ void dd_stats_add(dd_stats_t *to, const dd_stats_t *from)
     to->claim_races += from->claim_races;
     for (int i = 0; i < DD_REASON_CNT; i++)
         to->dead_letters[i] += from->dead_letters[i];
-    to->ext_waits += from->ext_waits;
-    to->ext_takeovers += from->ext_takeovers;
-    for (int i = 0; i < 3; i++)
-        to->ext_reconciled[i] += from->ext_reconciled[i];
-    to->ext_stale += from->ext_stale;
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++)
+        dd_route_stats_add(&to->route[r], &from->route[r]);
     for (int i = 0; i < DD_BATCH_BUCKETS; i++)
         to->batch_buckets[i] += from->batch_buckets[i];
     to->batch_seconds_sum += from->batch_seconds_sum;

@@ -40,6 +40,23 @@ extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
  * longer. */
 #define DD_LATENCY_BUCKETS 128
 
+/* Most routes counted apart (dd_conf.h's DD_CONF_ROUTE_MAX fits). */
+#define DD_STATS_ROUTE_MAX 32
+
+/* The counters of one route: its share of the totals of dd_stats_t of
+ * the same names, so the routes' counters add up to them; and external
+ * mode's, a route's own (its handler's mode), kept only here. */
+typedef struct {
+    uint64_t messages, applied, duplicates, conflicts, retries, batched, batch_declined;
+    uint64_t dead_letters[DD_REASON_CNT];
+
+    /* external mode */
+    uint64_t ext_waits;         /* a key in progress under another claim: the message waited */
+    uint64_t ext_takeovers;     /* claims taken over after their lease ran out */
+    uint64_t ext_reconciled[3]; /* reconcile() answers, by dedupd_outcome */
+    uint64_t ext_stale;         /* claims lost before finishing: nothing finished */
+} dd_route_stats_t;
+
 typedef struct {
     uint64_t messages;   /* consumed, each counted once */
     uint64_t applied;    /* handler OK, committed */
@@ -53,12 +70,9 @@ typedef struct {
     uint64_t batch_declined; /* handle_batch() declined: went message by message */
     uint64_t claim_races;    /* a deferred claim lost to another consumer: batch replayed */
     uint64_t dead_letters[DD_REASON_CNT]; /* acknowledged */
-
-    /* external mode */
-    uint64_t ext_waits;         /* a key in progress under another claim: the message waited */
-    uint64_t ext_takeovers;     /* claims taken over after their lease ran out */
-    uint64_t ext_reconciled[3]; /* reconcile() answers, by dedupd_outcome */
-    uint64_t ext_stale;         /* claims lost before finishing: nothing finished */
+    /* the same counters per route (the index of conf->routes): wherever
+     * one of the totals above counts, its route's counter counts too */
+    dd_route_stats_t route[DD_STATS_ROUTE_MAX];
 
     /* committed batch durations (claim transaction, handler included) */
     uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
@@ -80,10 +94,12 @@ typedef struct {
     int64_t last_loop_ms;   /* dd_now_ms() of the main loop's last turn */
     int64_t last_finish_ms; /* dd_now_ms() when a message last finished */
     int running;            /* 1 between start and shutdown */
-    /* external mode, from the compensation scan: processing rows past their
-     * lease, and how long the oldest is past it; -1 until a scan counted */
-    int64_t processing_stuck;
-    double processing_oldest_s;
+    /* external mode, from the compensation scan, per route (the index of
+     * conf->routes): processing rows of its table past their lease, and how
+     * long the oldest is past it; -1 until a scan counted (always, for a
+     * route in local mode) */
+    int64_t processing_stuck[DD_STATS_ROUTE_MAX];
+    double processing_oldest_s[DD_STATS_ROUTE_MAX];
 
     /* shutdown: messages given up unfinished (their offsets are not
      * committed, so they come again), and how many of them only waited
@@ -98,6 +114,9 @@ typedef struct {
     int32_t partition;
     int64_t lag; /* high watermark minus the next offset to finish, -1 unknown */
 } dd_lag_t;
+
+/* Adds the counters of from to to. */
+void dd_route_stats_add(dd_route_stats_t *to, const dd_route_stats_t *from);
 
 /* Adds the counters and histograms of from to to (gauges stay). */
 void dd_stats_add(dd_stats_t *to, const dd_stats_t *from);

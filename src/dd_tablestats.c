@@ -1,6 +1,7 @@
 /*
- * `dedupd stats`: the dedup table and the consumer group at a glance, for
- * an operator or, with --format json, a script. Rows by status, the oldest
+ * `dedupd stats`: the dedup tables and the consumer group at a glance, for
+ * an operator or, with --format json, a script: every route's table (or
+ * one route's, --route). Rows by status, the oldest
  * and newest, what awaits the purge and the retention settings, the most
  * frequent errors of failed rows (the table's record of rejected keys;
  * conflicts leave no row, so they are only in the dead-letter topic and
@@ -28,6 +29,7 @@
 
 typedef struct {
     int json;
+    const char *route; /* --route: only this route's table */
 } dd_tablestats_opts_t;
 
 /* What the table says. */
@@ -46,6 +48,8 @@ typedef struct {
 
 /* What the group's offsets say. */
 typedef struct {
+    char **topics; /* the routes' (dd_kafka_route_topics): the parts' topics point here */
+    int topic_cnt;
     dd_kafka_part_t *parts;
     int cnt;
     char error[512]; /* "" when they were read */
@@ -156,18 +160,22 @@ static int dd_tablestats_failures(dd_db_t *db, const char *table, dd_tablestats_
     return DD_OK;
 }
 
-static int dd_tablestats_read(const dd_conf_t *conf, dd_tablestats_t *ts, char *errstr,
+/* The tables of the routes shown (only < 0: all), into ts[route]. */
+static int dd_tablestats_read(const dd_conf_t *conf, int only, dd_tablestats_t *ts, char *errstr,
                               size_t errstr_size)
 {
-    const char *table = conf->dedup.table;
     dd_db_t *db = NULL;
     int rc = dd_db_new(&db, conf, errstr, errstr_size);
 
-    if (!rc) rc = dd_grants_check(db, conf, DD_GRANTS_READ, errstr, errstr_size);
-    if (!rc) rc = dd_tablestats_by_status(db, table, ts, errstr, errstr_size);
-    if (!rc) rc = dd_tablestats_ages(db, table, ts, errstr, errstr_size);
-    if (!rc) rc = dd_tablestats_expired(db, table, ts, errstr, errstr_size);
-    if (!rc) rc = dd_tablestats_failures(db, table, ts, errstr, errstr_size);
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        const char *table = conf->routes[r].dedup.table;
+        if (only >= 0 && r != only) continue;
+        rc = dd_grants_check(db, conf, table, DD_GRANTS_READ, errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_by_status(db, table, &ts[r], errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_ages(db, table, &ts[r], errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_expired(db, table, &ts[r], errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_failures(db, table, &ts[r], errstr, errstr_size);
+    }
     dd_db_destroy(db);
     return rc;
 }
@@ -175,12 +183,14 @@ static int dd_tablestats_read(const dd_conf_t *conf, dd_tablestats_t *ts, char *
 /* The group's offsets, read without joining it. A failure is shown in
  * the output (the table's figures stand on their own) and fails the
  * command. */
-static void dd_tablestats_read_group(const dd_conf_t *conf, dd_tablestats_group_t *g)
+static void dd_tablestats_read_group(const dd_conf_t *conf, int only, dd_tablestats_group_t *g)
 {
     rd_kafka_t *rk = NULL;
 
     if (dd_kafka_reader_new(&rk, conf, conf->kafka.group, g->error, sizeof(g->error)) == DD_OK &&
-        dd_kafka_group_offsets(rk, (const char *const *)conf->kafka.topics, conf->kafka.topic_cnt,
+        dd_kafka_route_topics(rk, conf, only, DD_TABLESTATS_KAFKA_MS, &g->topics, &g->topic_cnt,
+                              g->error, sizeof(g->error)) == DD_OK &&
+        dd_kafka_group_offsets(rk, (const char *const *)g->topics, g->topic_cnt,
                                DD_TABLESTATS_KAFKA_MS, &g->parts, &g->cnt, g->error,
                                sizeof(g->error)) == DD_OK)
         g->error[0] = '\0';
@@ -246,12 +256,14 @@ static void dd_tablestats_text_group(const dd_conf_t *conf, const dd_tablestats_
     dd_tablestats_line("  total lag", "%lld", total);
 }
 
-static void dd_tablestats_text(const dd_conf_t *conf, const dd_tablestats_t *ts,
-                               const dd_tablestats_group_t *g)
+/* Route r's table. */
+static void dd_tablestats_text_table(const dd_conf_t *conf, int r, const dd_tablestats_t *ts)
 {
+    const dd_conf_route_t *route = &conf->routes[r];
     char age[32], every[32], iv[32];
 
-    dd_tablestats_line("table", "%s.%s", conf->mysql.database, conf->dedup.table);
+    if (conf->has_routes) dd_tablestats_line("route", "%s", route->name);
+    dd_tablestats_line("table", "%s.%s", conf->mysql.database, route->dedup.table);
     dd_tablestats_line("rows", "%llu", ts->rows);
     dd_tablestats_line("  applied (status 1)", "%llu", ts->status[1]);
     dd_tablestats_line("  failed (status 2)", "%llu", ts->status[2]);
@@ -269,7 +281,7 @@ static void dd_tablestats_text(const dd_conf_t *conf, const dd_tablestats_t *ts,
     dd_tablestats_line("expired, awaiting purge", "%llu", ts->expired_done);
     dd_tablestats_line("expired, still processing", "%llu (status 0: never purged)",
                        ts->expired_processing);
-    dd_tablestats_age(conf->dedup.ttl_s, every, sizeof(every));
+    dd_tablestats_age(route->dedup.ttl_s, every, sizeof(every));
     if (conf->purge.interval_s > 0) {
         dd_tablestats_age(conf->purge.interval_s, iv, sizeof(iv));
         dd_tablestats_line("retention", "ttl %s; `dedupd run` purges every %s, %d rows per batch",
@@ -280,6 +292,16 @@ static void dd_tablestats_text(const dd_conf_t *conf, const dd_tablestats_t *ts,
     if (ts->failed_cnt > 0) printf("failed rows by error (top %d):\n", DD_TABLESTATS_TOP);
     for (int i = 0; i < ts->failed_cnt; i++)
         printf("  %8llu  %s\n", ts->failed[i].rows, ts->failed[i].error);
+}
+
+static void dd_tablestats_text(const dd_conf_t *conf, int only, const dd_tablestats_t *ts,
+                               const dd_tablestats_group_t *g)
+{
+    for (int r = 0, n = 0; r < conf->route_cnt; r++) {
+        if (only >= 0 && r != only) continue;
+        if (n++) putchar('\n');
+        dd_tablestats_text_table(conf, r, &ts[r]);
+    }
     printf("dead letters: the table records rejected keys as failed rows (status 2, with the "
            "error);\nconflicts are not stored in the table (a conflicting message goes to the "
            "dead-letter\ntopic only): see dedupd_conflicts_total and "
@@ -336,12 +358,14 @@ static void dd_tablestats_json_group(const dd_conf_t *conf, const dd_tablestats_
     fputs("}", stdout);
 }
 
-static void dd_tablestats_json(const dd_conf_t *conf, const dd_tablestats_t *ts,
-                               const dd_tablestats_group_t *g)
+/* "table":{...},"retention":{...} of route r. */
+static void dd_tablestats_json_table(const dd_conf_t *conf, int r, const dd_tablestats_t *ts)
 {
-    fputs("{\"table\":{", stdout);
+    const dd_conf_route_t *route = &conf->routes[r];
+
+    fputs("\"table\":{", stdout);
     dd_tablestats_json_str("database", conf->mysql.database, 1);
-    dd_tablestats_json_str("name", conf->dedup.table, 0);
+    dd_tablestats_json_str("name", route->dedup.table, 0);
     dd_tablestats_json_num("rows", (long long)ts->rows, 0, 0);
     dd_tablestats_json_num("applied", (long long)ts->status[1], 0, 0);
     dd_tablestats_json_num("failed", (long long)ts->status[2], 0, 0);
@@ -361,10 +385,34 @@ static void dd_tablestats_json(const dd_conf_t *conf, const dd_tablestats_t *ts,
         fputs("}", stdout);
     }
     fputs("]},\"retention\":{", stdout);
-    dd_tablestats_json_num("ttl_s", conf->dedup.ttl_s, 0, 1);
+    dd_tablestats_json_num("ttl_s", route->dedup.ttl_s, 0, 1);
     dd_tablestats_json_num("purge_interval_s", conf->purge.interval_s, 0, 0);
     dd_tablestats_json_num("purge_batch", conf->purge.batch, 0, 0);
-    fputs("},", stdout);
+    fputs("}", stdout);
+}
+
+/* One object: "routes" (each route shown: its name, table and retention),
+ * then, when one route is shown, its table and retention once more at the
+ * top (the shape of a configuration without routes), then the group. */
+static void dd_tablestats_json(const dd_conf_t *conf, int only, const dd_tablestats_t *ts,
+                               const dd_tablestats_group_t *g)
+{
+    int shown = 0, one = only >= 0 ? only : conf->route_cnt == 1 ? 0 : -1;
+
+    fputs("{\"routes\":[", stdout);
+    for (int r = 0; r < conf->route_cnt; r++) {
+        if (only >= 0 && r != only) continue;
+        fputs(shown++ ? ",{" : "{", stdout);
+        dd_tablestats_json_str("route", conf->routes[r].name, 1);
+        fputs(",", stdout);
+        dd_tablestats_json_table(conf, r, &ts[r]);
+        fputs("}", stdout);
+    }
+    fputs("],", stdout);
+    if (one >= 0) {
+        dd_tablestats_json_table(conf, one, &ts[one]);
+        fputs(",", stdout);
+    }
     dd_tablestats_json_group(conf, g);
     fputs("}\n", stdout);
 }
@@ -374,12 +422,17 @@ static void dd_tablestats_json(const dd_conf_t *conf, const dd_tablestats_t *ts,
 static int dd_tablestats_parse(void *opts, int argc, char **argv)
 {
     static const struct option longopts[] = {{"format", required_argument, NULL, 'F'},
+                                             {"route", required_argument, NULL, 'R'},
                                              {NULL, 0, NULL, 0}};
     dd_tablestats_opts_t *o = opts;
     int c;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == 'R') {
+            o->route = optarg;
+            continue;
+        }
         if (c != 'F') return DD_EXIT_USAGE;
         if (strcmp(optarg, "text") && strcmp(optarg, "json")) {
             fprintf(stderr, "dedupd stats: --format must be text or json, not '%s'\n", optarg);
@@ -397,51 +450,68 @@ static int dd_tablestats_parse(void *opts, int argc, char **argv)
 static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
 {
     const dd_tablestats_opts_t *o = opts;
-    dd_tablestats_t ts;
+    int only = o->route ? dd_conf_route_named(conf, o->route) : -1;
+    dd_tablestats_t *ts = calloc((size_t)conf->route_cnt, sizeof(*ts));
     dd_tablestats_group_t g;
     char err[1024];
     int rc;
 
-    memset(&ts, 0, sizeof(ts));
     memset(&g, 0, sizeof(g));
-    rc = dd_tablestats_read(conf, &ts, err, sizeof(err));
-    if (rc) {
-        dd_log(DD_LOG_ERROR, "dedupd stats: %s", err);
+    if (o->route && only < 0) {
+        dd_log(DD_LOG_ERROR, "dedupd stats: --route %s: %s has no route of that name", o->route,
+               conf->path);
+        free(ts);
+        return DD_EXIT_USAGE;
+    }
+    if (!ts) {
+        dd_log(DD_LOG_ERROR, "dedupd stats: out of memory");
         return DD_EXIT_FAIL;
     }
-    dd_tablestats_read_group(conf, &g);
+    rc = dd_tablestats_read(conf, only, ts, err, sizeof(err));
+    if (rc) {
+        dd_log(DD_LOG_ERROR, "dedupd stats: %s", err);
+        free(ts);
+        return DD_EXIT_FAIL;
+    }
+    dd_tablestats_read_group(conf, only, &g);
     if (o->json)
-        dd_tablestats_json(conf, &ts, &g);
+        dd_tablestats_json(conf, only, ts, &g);
     else
-        dd_tablestats_text(conf, &ts, &g);
+        dd_tablestats_text(conf, only, ts, &g);
     fflush(stdout);
     if (g.error[0]) dd_log(DD_LOG_ERROR, "dedupd stats: group %s: %s", conf->kafka.group, g.error);
     free(g.parts);
+    dd_kafka_topics_free(g.topics, g.topic_cnt);
+    free(ts);
     return g.error[0] ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
 const dd_cmd_t dd_cmd_stats = {
     .name = "stats",
-    .args = "-c FILE [--format text|json]",
-    .summary = "the dedup table and the group's lag at a glance",
-    .help = "usage: dedupd stats -c FILE [--format text|json]\n"
+    .args = "-c FILE [--format text|json] [--route NAME]",
+    .summary = "the dedup tables and the group's lag at a glance",
+    .help = "usage: dedupd stats -c FILE [--format text|json] [--route NAME]\n"
             "\n"
-            "Shows the dedup table at a glance (rows by status, the oldest and newest,\n"
-            "what awaits the purge, the most frequent errors of failed rows) and the\n"
-            "consumer group's committed offset, end offset and lag per partition, read\n"
-            "without joining the group (the running consumers do not rebalance).\n"
+            "Shows every route's dedup table at a glance (rows by status, the oldest and\n"
+            "newest, what awaits the purge, the most frequent errors of failed rows) and\n"
+            "the consumer group's committed offset, end offset and lag per partition of\n"
+            "the routes' topics, read without joining the group (the running consumers\n"
+            "do not rebalance).\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
-            "  --format FORMAT     text (the default) or json (one object: table,\n"
-            "                      retention, group; docs/OPERATIONS.md, Stats)\n"
+            "  --format FORMAT     text (the default) or json (one object: routes, and for\n"
+            "                      one route its table and retention, group;\n"
+            "                      docs/OPERATIONS.md, Stats)\n"
+            "  --route NAME        only the route NAME (routes[].name; default for a\n"
+            "                      configuration without routes): its table and topics\n"
             "  -h, --help          this text\n"
             "\n"
             "Exit status:\n"
             "  0  shown\n"
             "  1  failure: the database or the group's offsets could not be read (what\n"
             "     could be read is shown)\n"
-            "  2  usage error\n",
+            "  2  usage error, or no route of that name\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_tablestats_opts_t),
     .parse = dd_tablestats_parse,

@@ -47,35 +47,60 @@ static void dd_validate_note(dd_validate_ctx_t *v, dd_validate_level_t level, co
     v->report(v->opaque, level, what, text);
 }
 
-/* dedup.key, dedup.lane_key and dedup.hash compile as the pipeline
- * compiles them. */
-static void dd_validate_keys(dd_validate_ctx_t *v, const dd_conf_t *conf)
+/* What a finding of route r is about: "key template", or with routes
+ * "route NAME: key template". */
+static const char *dd_validate_what(const dd_conf_t *conf, int r, const char *what, char *out,
+                                    size_t out_size)
 {
+    if (conf->has_routes)
+        snprintf(out, out_size, "route %s: %s", conf->routes[r].name, what);
+    else
+        snprintf(out, out_size, "%s", what);
+    return out;
+}
+
+/* A route setting's name in messages: dedup.key, or a route's key. */
+static const char *dd_validate_setting(const dd_conf_t *conf, const char *top, const char *route)
+{
+    return conf->has_routes ? route : top;
+}
+
+/* The key, lane key and request hash of route r compile as the pipeline
+ * compiles them. */
+static void dd_validate_keys(dd_validate_ctx_t *v, const dd_conf_t *conf, int r)
+{
+    const dd_conf_dedup_t *d = &conf->routes[r].dedup;
     dd_key_tmpl_t *tmpl = NULL;
     dd_hash_spec_t *spec = NULL;
-    char err[512];
+    char err[512], what[128];
     int rc;
 
-    if ((rc = dd_key_tmpl_new(&tmpl, conf->dedup.key, err, sizeof(err))) == DD_OK)
-        dd_validate_note(v, DD_VALIDATE_OK, "key template", 0, "%s", conf->dedup.key);
+    dd_validate_what(conf, r, "key template", what, sizeof(what));
+    if ((rc = dd_key_tmpl_new(&tmpl, d->key, err, sizeof(err))) == DD_OK)
+        dd_validate_note(v, DD_VALIDATE_OK, what, 0, "%s", d->key);
     else
-        dd_validate_note(v, DD_VALIDATE_FAIL, "key template", rc, "dedup.key: %s", err);
+        dd_validate_note(v, DD_VALIDATE_FAIL, what, rc, "%s: %s",
+                         dd_validate_setting(conf, "dedup.key", "key"), err);
     dd_key_tmpl_destroy(tmpl);
     tmpl = NULL;
-    if (conf->dedup.lane_key) {
-        if ((rc = dd_key_tmpl_new(&tmpl, conf->dedup.lane_key, err, sizeof(err))) == DD_OK)
-            dd_validate_note(v, DD_VALIDATE_OK, "lane key", 0, "%s", conf->dedup.lane_key);
+    if (d->lane_key) {
+        dd_validate_what(conf, r, "lane key", what, sizeof(what));
+        if ((rc = dd_key_tmpl_new(&tmpl, d->lane_key, err, sizeof(err))) == DD_OK)
+            dd_validate_note(v, DD_VALIDATE_OK, what, 0, "%s", d->lane_key);
         else
-            dd_validate_note(v, DD_VALIDATE_FAIL, "lane key", rc, "dedup.lane_key: %s", err);
+            dd_validate_note(v, DD_VALIDATE_FAIL, what, rc, "%s: %s",
+                             dd_validate_setting(conf, "dedup.lane_key", "lane_key"), err);
         dd_key_tmpl_destroy(tmpl);
     }
-    rc = dd_hash_spec_new(&spec, conf->dedup.hash, conf->dedup.hash_cnt, err, sizeof(err));
+    dd_validate_what(conf, r, "request hash", what, sizeof(what));
+    rc = dd_hash_spec_new(&spec, d->hash, d->hash_cnt, err, sizeof(err));
     if (rc != DD_OK)
-        dd_validate_note(v, DD_VALIDATE_FAIL, "request hash", rc, "dedup.hash: %s", err);
-    else if (conf->dedup.hash_cnt == 0)
-        dd_validate_note(v, DD_VALIDATE_OK, "request hash", 0, "the whole payload");
+        dd_validate_note(v, DD_VALIDATE_FAIL, what, rc, "%s: %s",
+                         dd_validate_setting(conf, "dedup.hash", "hash"), err);
+    else if (d->hash_cnt == 0)
+        dd_validate_note(v, DD_VALIDATE_OK, what, 0, "the whole payload");
     else
-        dd_validate_note(v, DD_VALIDATE_OK, "request hash", 0, "%d path(s)", conf->dedup.hash_cnt);
+        dd_validate_note(v, DD_VALIDATE_OK, what, 0, "%d path(s)", d->hash_cnt);
     dd_hash_spec_destroy(spec);
 }
 
@@ -136,46 +161,58 @@ int64_t dd_validate_window_s(const dd_conf_t *conf)
 /* A ttl shorter than the redelivery window lets a late copy apply again.
  * The schema allows it (tests and short-lived topics use short ttls), so it
  * is a warning. */
-static void dd_validate_ttl(dd_validate_ctx_t *v, const dd_conf_t *conf)
+static void dd_validate_ttl(dd_validate_ctx_t *v, const dd_conf_t *conf, int r)
 {
-    long long ttl = (long long)conf->dedup.ttl_s, window = (long long)dd_validate_window_s(conf);
+    long long ttl = (long long)conf->routes[r].dedup.ttl_s;
+    long long window = (long long)dd_validate_window_s(conf);
+    char what[128];
 
+    dd_validate_what(conf, r, "ttl", what, sizeof(what));
     if (ttl >= 2 * window)
-        dd_validate_note(v, DD_VALIDATE_OK, "ttl", 0,
+        dd_validate_note(v, DD_VALIDATE_OK, what, 0,
                          "%llds covers twice the idempotency window (%llds)", ttl, window);
     else
-        dd_validate_note(v, DD_VALIDATE_WARN, "ttl", 0,
-                         "dedup.ttl is %llds, shorter than twice the idempotency window (%llds) "
+        dd_validate_note(v, DD_VALIDATE_WARN, what, 0,
+                         "%s is %llds, shorter than twice the idempotency window (%llds) "
                          "implied by the timeouts and retries: a copy redelivered after its "
                          "key was purged is applied again",
-                         ttl, window);
+                         dd_validate_setting(conf, "dedup.ttl", "ttl"), ttl, window);
 }
 
-int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hp, dd_validate_report_fn *report,
+int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hs, dd_validate_report_fn *report,
                      void *opaque, char *errstr, size_t errstr_size)
 {
     dd_validate_ctx_t v = {
         .report = report, .opaque = opaque, .errstr = errstr, .errstr_size = errstr_size};
-    dd_handler_t *h = NULL;
-    char err[1024];
+    char err[1024], what[128];
     int rc;
 
-    *hp = NULL;
+    for (int r = 0; r < conf->route_cnt; r++)
+        hs[r] = NULL;
     for (int i = 0; i < conf->warning_cnt; i++)
         dd_validate_note(&v, DD_VALIDATE_WARN, "config", 0, "%s", conf->warnings[i]);
-    dd_validate_keys(&v, conf);
-    dd_validate_ttl(&v, conf);
-    rc = dd_handler_load(&h, conf->handler.path, conf->handler.config, err, sizeof(err));
-    if (rc == DD_OK)
-        dd_validate_note(&v, DD_VALIDATE_OK, "handler", 0, "%s (%s), ABI version %d%s",
-                         dd_handler_name(h), conf->handler.path, DEDUPD_HANDLER_ABI_VERSION,
-                         dd_handler_mode(h) == DEDUPD_MODE_EXTERNAL ? ", external mode" : "");
-    else
-        dd_validate_note(&v, DD_VALIDATE_FAIL, "handler", rc, "%s", err);
+    for (int r = 0; r < conf->route_cnt; r++) {
+        const dd_conf_handler_t *hc = &conf->routes[r].handler;
+        dd_validate_keys(&v, conf, r);
+        dd_validate_ttl(&v, conf, r);
+        /* Each route its own instance: its own init, state and fini, also
+         * when two routes name one file (dlopen counts the references). */
+        dd_validate_what(conf, r, "handler", what, sizeof(what));
+        rc = dd_handler_load(&hs[r], hc->path, hc->config, err, sizeof(err));
+        if (rc == DD_OK)
+            dd_validate_note(&v, DD_VALIDATE_OK, what, 0, "%s (%s), ABI version %d%s",
+                             dd_handler_name(hs[r]), hc->path, DEDUPD_HANDLER_ABI_VERSION,
+                             dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL ? ", external mode"
+                                                                            : "");
+        else
+            dd_validate_note(&v, DD_VALIDATE_FAIL, what, rc, "%s", err);
+    }
     if (v.rc) {
-        dd_handler_destroy(h);
+        for (int r = conf->route_cnt; r-- > 0;) {
+            dd_handler_destroy(hs[r]);
+            hs[r] = NULL;
+        }
         return v.rc;
     }
-    *hp = h;
     return DD_OK;
 }

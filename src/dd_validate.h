@@ -22,12 +22,14 @@ typedef enum { DD_VALIDATE_OK = 0, DD_VALIDATE_WARN, DD_VALIDATE_FAIL } dd_valid
 typedef void(dd_validate_report_fn)(void *opaque, dd_validate_level_t level, const char *what,
                                     const char *text);
 
-/* Runs every check, reporting each finding, and goes on after a failure so
- * that check can show them all. On success *hp is the loaded handler (init
- * called; the caller destroys it) and the result is 0. Otherwise *hp is
- * NULL, the result is the class of the first failure and errstr holds its
- * text. */
-int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hp, dd_validate_report_fn *report,
+/* Runs every check, for every route, reporting each finding, and goes on
+ * after a failure so that check can show them all. With routes, what a
+ * finding is about starts with "route NAME: ". On success hs[0..route_cnt)
+ * are the routes' handlers, each its own instance, loaded in the routes'
+ * order (init called; the caller destroys them, dd_routes_destroy_handlers)
+ * and the result is 0. Otherwise every hs[i] is NULL, the result is the
+ * class of the first failure and errstr holds its text. */
+int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hs, dd_validate_report_fn *report,
                      void *opaque, char *errstr, size_t errstr_size);
 
 /* The idempotency window in seconds implied by the configuration: how long

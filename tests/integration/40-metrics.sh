@@ -2,7 +2,9 @@
 # 40: /metrics over a known stream (duplicates, bad messages, conflicts,
 # rejects). Scraped while `dedupd run` keeps running, every counter equals
 # what the stream implies and what the run's summary line prints after
-# SIGTERM; the histogram counts every committed batch; the lag of every
+# SIGTERM, the counters a message counts in under the route label of the one
+# route of a configuration without routes (route="default") and no series
+# without it; the histogram counts every committed batch; the lag of every
 # partition reaches 0; /healthz and /readyz answer 200. A second instance on
 # the same http.listen fails at startup, naming the address.
 source "$(dirname "$0")/lib.sh"
@@ -20,6 +22,9 @@ tb_produce <"$TB_DIR/stream.txt" 2>/dev/null || tb_die "produce failed"
 applied=$(tb_expect_get dedup_rows.applied)
 dl_total=$(tb_expect_get dead_letters_total)
 
+# rl NAME [LABELS]: the series of the default route.
+rl() { echo "$1{route=\"default\"${2:+,$2}}"; }
+
 tb_start run
 pid=$TB_LAST_PID
 th_wait_status 30 200 /healthz || tb_die "/healthz never answered 200"
@@ -27,7 +32,7 @@ th_wait_status 30 200 /healthz || tb_die "/healthz never answered 200"
 # Done when every message is counted and finished (dead letters acked).
 _all_done() {
   th_scrape
-  [[ "$(th_metric dedupd_messages_total)" == "$n" && "$(th_metric dedupd_inflight_messages)" == 0 ]]
+  [[ "$(th_metric "$(rl dedupd_messages_total)")" == "$n" && "$(th_metric dedupd_inflight_messages)" == 0 ]]
 }
 tb_wait_until 90 "every message consumed and finished" _all_done || tb_die "stream not consumed"
 _lag_zero() {
@@ -38,18 +43,21 @@ tb_check "consumer lag of the 3 partitions reaches 0" tb_wait_until 20 "lag 0" _
 th_scrape
 cp "$TB_DIR/metrics.txt" "$TB_DIR/metrics-final.txt"
 
-tb_eq "dedupd_messages_total" "$n" "$(th_metric dedupd_messages_total)"
-tb_eq "dedupd_applied_total" "$applied" "$(th_metric dedupd_applied_total)"
-tb_eq "dedupd_duplicates_total" "$((n - applied - dl_total))" "$(th_metric dedupd_duplicates_total)"
+tb_eq "dedupd_messages_total" "$n" "$(th_metric "$(rl dedupd_messages_total)")"
+tb_eq "dedupd_applied_total" "$applied" "$(th_metric "$(rl dedupd_applied_total)")"
+tb_eq "dedupd_duplicates_total" "$((n - applied - dl_total))" \
+  "$(th_metric "$(rl dedupd_duplicates_total)")"
 tb_eq "dedupd_conflicts_total" "$(tb_expect_get dead_letters.conflict)" \
-  "$(th_metric dedupd_conflicts_total)"
+  "$(th_metric "$(rl dedupd_conflicts_total)")"
 for reason in bad_json key_missing key_too_long rejected conflict; do
   tb_eq "dedupd_dead_letters_total{reason=\"$reason\"}" "$(tb_expect_get dead_letters.$reason)" \
-    "$(th_metric "dedupd_dead_letters_total{reason=\"$reason\"}")"
+    "$(th_metric "$(rl dedupd_dead_letters_total "reason=\"$reason\"")")"
 done
 tb_eq "no payload_too_large / retries_exhausted" "0 0" \
-  "$(th_metric 'dedupd_dead_letters_total{reason="payload_too_large"}') $(th_metric 'dedupd_dead_letters_total{reason="retries_exhausted"}')"
-tb_eq "dedupd_retries_total" 0 "$(th_metric dedupd_retries_total)"
+  "$(th_metric "$(rl dedupd_dead_letters_total 'reason="payload_too_large"')") $(th_metric "$(rl dedupd_dead_letters_total 'reason="retries_exhausted"')")"
+tb_eq "dedupd_retries_total" 0 "$(th_metric "$(rl dedupd_retries_total)")"
+tb_eq "no series of a counter per message without the route label" "" \
+  "$(grep -E '^dedupd_(messages|applied|duplicates|conflicts|retries|batched|batch_declined|dead_letters)_total[ {]' "$TB_DIR/metrics.txt" | grep -v '{route="default"' || true)"
 tb_eq "dedupd_db_errors_total{class=\"fatal\"}" 0 "$(th_metric 'dedupd_db_errors_total{class="fatal"}')"
 tb_check "dedupd_db_errors_total{class=\"retriable\"} present" \
   test -n "$(th_metric 'dedupd_db_errors_total{class="retriable"}')"
@@ -95,14 +103,17 @@ rc=0
 tb_stop "$pid" || rc=$?
 tb_eq "SIGTERM: exit 0" 0 "$rc"
 # The summary printed at exit matches the last scrape (nothing arrived since).
-for f in messages applied duplicates conflicts retries batches; do
-  m=dedupd_${f}_total
+for f in messages applied duplicates conflicts retries; do
+  m=$(rl "dedupd_${f}_total")
   tb_eq "summary $f = $m" "$(TB_DIR=$TB_DIR th_metric "$m")" "$(tb_summary "$f")"
 done
+tb_eq "summary batches = dedupd_batches_total" "$(th_metric dedupd_batches_total)" \
+  "$(tb_summary batches)"
 for reason in bad_json key_missing key_too_long rejected conflict; do
-  tb_eq "summary dlq_$reason" "$(th_metric "dedupd_dead_letters_total{reason=\"$reason\"}")" \
+  tb_eq "summary dlq_$reason" "$(th_metric "$(rl dedupd_dead_letters_total "reason=\"$reason\"")")" \
     "$(tb_summary "dlq_$reason")"
 done
+tb_eq "no summary_route line without routes" 0 "$(grep -c '^summary_route ' "$TB_DIR/run.log" || true)"
 tb_eq "summary dead_letters" "$dl_total" "$(tb_summary dead_letters)"
 tb_expect_ledger "$TB_DIR/expect.json"
 tb_expect_outcome "$TB_DIR/expect.json"

@@ -23,7 +23,7 @@ tb_start run
 pid=$TB_LAST_PID
 th_wait_status 30 200 /healthz || tb_die "DEDUPD_HTTP_LISTEN: no endpoint on $port"
 tb_ok "DEDUPD_HTTP_LISTEN serves /healthz on $port"
-_consumed() { th_scrape; [[ "$(th_metric dedupd_messages_total)" == "$n" && "$(th_metric dedupd_inflight_messages)" == 0 ]]; }
+_consumed() { th_scrape; [[ "$(th_metric 'dedupd_messages_total{route="default"}')" == "$n" && "$(th_metric dedupd_inflight_messages)" == 0 ]]; }
 tb_wait_until 60 "stream consumed" _consumed || tb_not_ok "stream not consumed"
 rc=0
 tb_stop "$pid" || rc=$?

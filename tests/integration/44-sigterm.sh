@@ -25,7 +25,7 @@ for i in range(200):
 
 tb_start run
 pid=$TB_LAST_PID
-_busy() { th_scrape; [[ "$(th_metric dedupd_applied_total)" -ge 10 && "$(th_metric dedupd_inflight_messages)" -gt 0 ]]; }
+_busy() { th_scrape; [[ "$(th_metric 'dedupd_applied_total{route="default"}')" -ge 10 && "$(th_metric dedupd_inflight_messages)" -gt 0 ]]; }
 tb_wait_until 60 "a worker busy in the handler" _busy || tb_die "never saw work in flight"
 rc=0
 start=$(date +%s)

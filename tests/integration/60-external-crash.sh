@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 36: external mode, the worker killed between act and finish. The example
+# 60: external mode, the worker killed between act and finish. The example
 # notify handler "sends" each message to a store outside dedupd's
 # transaction (its own connection), then its fault hook _exit(9)s the
 # worker before dedupd can mark the key applied: the key is left

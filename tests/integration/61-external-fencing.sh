@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 37: external mode, a takeover racing a slow original worker.
+# 61: external mode, a takeover racing a slow original worker.
 # 1. Worker A (group ga) sends, then its act() sleeps 8 s (a slow reply);
 #    its lease (2 s) is not renewed and A does not notice losing it
 #    (DEDUPD_TEST_FAULTS=lease_blind: a worker paused past its lease, as a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 38: external mode, the database's clock decides every lease, whatever the
+# 62: external mode, the database's clock decides every lease, whatever the
 # worker's clock says. The test's private MariaDB runs under libfaketime
 # (Debian package faketime) an hour behind the worker's clock, then an hour
 # ahead of it; dedupd runs on the real clock.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 39: external mode, the compensation scan. Rows stuck processing past their
+# 63: external mode, the compensation scan. Rows stuck processing past their
 # lease whose message is gone (inserted here as a dead worker would leave
 # them, with no message on the topic) are listed by `dedupd reconcile`, which
 # asks the example handler's reconcile() about each and writes nothing;
@@ -112,10 +112,11 @@ tb_check "n:u1 is asked again by the scan (token > 5), and stays processing" \
 # The gauges: what the last scan counted past its lease (u1 only, now).
 gauges() {
   th_scrape
-  [[ "$(th_metric dedupd_processing_stuck)" == 1 && -n "$(th_metric dedupd_processing_oldest_seconds)" ]]
+  [[ "$(th_metric 'dedupd_processing_stuck{route="default"}')" == 1 &&
+    -n "$(th_metric 'dedupd_processing_oldest_seconds{route="default"}')" ]]
 }
 tb_check "dedupd_processing_stuck reports the one stuck row" tb_wait_until 20 "gauges" gauges
-tb_check "the scan's answers are counted" grep -q '^dedupd_external_reconcile_total{answer="unknown"} [1-9]' "$TB_DIR/metrics.txt"
+tb_check "the scan's answers are counted" grep -q '^dedupd_external_reconcile_total{route="default",answer="unknown"} [1-9]' "$TB_DIR/metrics.txt"
 rc=0
 tb_stop "$pid" || rc=$?
 tb_eq "run stops cleanly" 0 "$rc"

@@ -7,7 +7,7 @@
 #   th_status PATH            the HTTP status code (000: no answer)
 #   th_body PATH              the body (any status)
 #   th_metric 'SERIES'        a sample's value from /metrics, e.g.
-#                             th_metric 'dedupd_dead_letters_total{reason="conflict"}'
+#                             th_metric 'dedupd_dead_letters_total{route="default",reason="conflict"}'
 #   th_wait_status SECS CODE PATH   polls until PATH answers CODE
 
 th_free_port() {

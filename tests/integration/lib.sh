@@ -23,6 +23,7 @@
 #   tb_done
 #
 # Config knobs read by tb_config (set them before calling it):
+# A configuration with routes: tb_config_routes (below).
 #   TB_GROUP (tg)  TB_TOPIC (first mock topic)  TB_TOPICS (space separated,
 #   default TB_TOPIC)  TB_KEY (pay:${merchant_id}:${order_no})  TB_TTL (7d)
 #   TB_HANDLER ($DD_LEDGER_SO)  TB_HANDLER_CONFIG (libconfig body of
@@ -32,7 +33,8 @@
 #   (lines inside those groups)  TB_DLQ_TOPIC  TB_MYSQL_HOST / TB_MYSQL_PORT
 #   (TCP to host:port instead of the socket DD_TEST_MYSQL_SOCKET).
 # TB_HANDLER_GRANTS (read by tb_migrate): the handler's grants file, for a
-# handler not known to the test bed (tb_grants_file).
+# handler not known to the test bed (tb_grants_file); several, space
+# separated, for a configuration with routes.
 # Extra arguments after FILE are appended as top-level lines.
 #
 # Database users: dedupd never runs as root here. tb_init creates two users
@@ -179,26 +181,34 @@ _tb_conf_str() {
   grep -o "\b$1 = \"[^\"]*\"" "$TB_CONF" | head -n 1 | cut -d'"' -f2
 }
 
+# _tb_conf_strs NAME: the values of every `NAME = "..."` in TB_CONF (each
+# route's), one a line.
+_tb_conf_strs() {
+  grep -o "\b$1 = \"[^\"]*\"" "$TB_CONF" | cut -d'"' -f2
+}
+
 # _tb_grant_runtime: the runtime user's privileges on TB_DB for TB_CONF's
-# dedup table (or DEDUPD_DEDUP_TABLE) and handler: TB_HANDLER_GRANTS names
-# the handler's grants file (tb_grants_file), else they are known by the
-# handler's name.
+# dedup tables (every route's; or DEDUPD_DEDUP_TABLE) and handlers:
+# TB_HANDLER_GRANTS names the handlers' grants files (tb_grants_file), else
+# they are known by the handler's name.
 _tb_grant_runtime() {
-  local table handler sql
-  table=${DEDUPD_DEDUP_TABLE:-$(_tb_conf_str table)}
-  handler=$(basename "$(_tb_conf_str path)" .so)
-  sql=$(_tb_grants runtime "$table")
+  local table tables handler sql="" f
+  tables=${DEDUPD_DEDUP_TABLE:-$(_tb_conf_strs table)}
+  for table in ${tables:-dedup_record}; do sql+=$(_tb_grants runtime "$table")$'\n'; done
   if [[ -n "${TB_HANDLER_GRANTS:-}" ]]; then
-    sql+=$'\n'$(tb_grants_file "$TB_HANDLER_GRANTS")
+    for f in $TB_HANDLER_GRANTS; do sql+=$'\n'$(tb_grants_file "$f"); done
   else
-    case "$handler" in
-    ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
-    th_scripted*) sql+=$'\n'$(_tb_grants_th th_effect) ;;
-    th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
-    th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
-    th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
-    notify | notify_noreconcile) sql+=$'\n'$(_tb_grants notify "$table") ;;
-    esac
+    for handler in $(_tb_conf_strs path); do
+      case "$(basename "$handler" .so)" in
+      ledger) sql+=$'\n'$(_tb_grants ledger "$table" "$(_tb_conf_str table_prefix)") ;;
+      th_scripted*) sql+=$'\n'$(_tb_grants_th th_effect) ;;
+      th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
+      th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
+      th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
+      notify | notify_noreconcile) sql+=$'\n'$(_tb_grants notify "$table") ;;
+      coupon) sql+=$'\n'$(tb_grants_file "$DD_TEST_SRC_DIR/examples/coupon/grants.sql") ;;
+      esac
+    done
   fi
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
   _tb_mariadb -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
@@ -332,6 +342,37 @@ tb_config() {
   TB_CONF="$file"
 }
 
+# tb_config_routes ROUTES [extra top-level lines...]: writes TB_CONF with
+# `routes = ( ROUTES );` (the text of the route groups) where tb_config
+# writes kafka.topics, dedup, handler and dlq; the rest as tb_config
+# (TB_GROUP, TB_KAFKA_PROPS, TB_KAFKA_EXTRA, TB_WORKERS, TB_BATCH_MAX,
+# TB_BATCH_WAIT_MS).
+# TB_COUPON_SO is the coupon example handler, for routes to name.
+tb_config_routes() {
+  local routes="$1" props line
+  shift
+  [[ -n "$TB_BROKERS" ]] || tb_die "tb_config_routes needs a cluster: call tb_mock first"
+  # shellcheck disable=SC2206
+  props=(session.timeout.ms=6000 max.poll.interval.ms=10000 heartbeat.interval.ms=1000
+    ${TB_KAFKA_PROPS:-})
+  {
+    echo "# written by tests/integration/lib.sh for $TB_NAME"
+    echo "kafka = { brokers = $(_tb_str "$TB_BROKERS"); group = $(_tb_str "${TB_GROUP:-tg}");"
+    echo "          properties = $(_tb_str_list "${props[@]}");"
+    [[ -n "${TB_KAFKA_EXTRA:-}" ]] && echo "          $TB_KAFKA_EXTRA"
+    echo "};"
+    echo "mysql = { socket = $(_tb_str "$DD_TEST_MYSQL_SOCKET");"
+    echo "          user = $(_tb_str "$TB_RT_USER"); database = $(_tb_str "$TB_DB"); };"
+    echo "routes = ("
+    echo "$routes"
+    echo ");"
+    echo "batch = { max_messages = ${TB_BATCH_MAX:-500}; max_wait_ms = ${TB_BATCH_WAIT_MS:-20}; };"
+    echo "workers = ${TB_WORKERS:-2};"
+    for line in "$@"; do echo "$line"; done
+  } >"$TB_CONF"
+}
+TB_COUPON_SO=${DD_LEDGER_SO:+$(dirname "$DD_LEDGER_SO")/coupon.so}
+
 # tb_run [args]: dedupd run --exit-at-end on TB_CONF; returns its exit code.
 tb_run() {
   local rc=0 secs log="$TB_DIR/run.log" start
@@ -357,6 +398,13 @@ tb_run() {
 tb_summary() {
   tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log" |
     awk -v f="$1" '/^summary / { v = "" ; for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }'
+}
+
+# tb_summary_route ROUTE FIELD: a field of the "summary_route route=ROUTE
+# ..." line the last tb_run printed (a configuration with routes).
+tb_summary_route() {
+  tail -n +"$((TB_RUN_START + 1))" "$TB_DIR/run.log" |
+    awk -v r="route=$1" -v f="$2" '/^summary_route / && $2 == r { v = "" ; for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) v = kv[2] } } END { print v }'
 }
 
 # tb_summary_sum FIELD LOG...: FIELD of the summary lines in the LOG files

@@ -164,7 +164,7 @@ START_TEST(test_full)
     ck_assert_str_eq(
         config_setting_get_string(config_setting_get_member(conf->handler.config, "prefix")), "x_");
     ck_assert_str_eq(conf->dlq.topic, "dead");
-    ck_assert_str_eq(dd_conf_dlq_topic(conf, "payments", path, sizeof(path)), "dead");
+    ck_assert_str_eq(dd_conf_dlq_topic(&conf->routes[0], "payments", path, sizeof(path)), "dead");
     ck_assert_int_eq(conf->batch.max_messages, 100);
     ck_assert_int_eq(conf->batch.max_wait_ms, 0);
     ck_assert_int_eq(conf->batch.max_inflight, 100);
@@ -204,8 +204,9 @@ START_TEST(test_defaults)
     ck_assert_ptr_null(conf->handler.config);
     ck_assert_int_eq(conf->handler.max_response_bytes, 65536);
     ck_assert_ptr_null(conf->dlq.topic);
-    ck_assert_str_eq(dd_conf_dlq_topic(conf, "payments", out, sizeof(out)), "payments.dlq");
-    ck_assert_ptr_null(dd_conf_dlq_topic(conf, "payments", out, 8));
+    ck_assert_str_eq(dd_conf_dlq_topic(&conf->routes[0], "payments", out, sizeof(out)),
+                     "payments.dlq");
+    ck_assert_ptr_null(dd_conf_dlq_topic(&conf->routes[0], "payments", out, 8));
     ck_assert_int_eq(conf->batch.max_messages, 1000);
     ck_assert_int_eq(conf->batch.max_wait_ms, 20);
     ck_assert_int_eq(conf->batch.max_inflight, 20000);

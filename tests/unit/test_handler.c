@@ -146,6 +146,45 @@ START_TEST(test_handle_without_db)
 }
 END_TEST
 
+/* The response of one handle() call of h, into out. */
+static void instance_call(dd_handler_t *h, MYSQL *db, char *out, size_t out_size)
+{
+    dedupd_msg msg = {.topic = "t", .payload = "{}", .payload_len = 2, .biz_key = "k"};
+    dedupd_result res;
+    int broken = 0;
+
+    ck_assert_int_eq(dd_handler_handle(h, db, NULL, &msg, &res, &broken), DEDUPD_OK);
+    ck_assert_ptr_nonnull(res.response);
+    snprintf(out, out_size, "%s", res.response);
+    free(res.response);
+}
+
+/* One file loaded twice (two routes naming it) is two instances: each its
+ * own init and state; the loader's reference count keeps the file mapped
+ * while either is alive, so destroying one leaves the other working. */
+START_TEST(test_same_file_two_instances)
+{
+    dd_handler_t *a = NULL, *b = NULL;
+    MYSQL *db = mysql_init(NULL);
+    char err[512] = "", path[4096], out[64];
+
+    snprintf(path, sizeof(path), "%s", th_path("th_instance"));
+    ck_assert_int_eq(dd_handler_load(&a, path, NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&b, path, NULL, err, sizeof(err)), 0);
+    instance_call(a, db, out, sizeof(out));
+    ck_assert_str_eq(out, "{\"instance\":1,\"calls\":1}");
+    instance_call(b, db, out, sizeof(out));
+    ck_assert_str_eq(out, "{\"instance\":2,\"calls\":1}");
+    instance_call(a, db, out, sizeof(out));
+    ck_assert_str_eq(out, "{\"instance\":1,\"calls\":2}");
+    dd_handler_destroy(a); /* its fini, and one reference of the file */
+    instance_call(b, db, out, sizeof(out));
+    ck_assert_str_eq(out, "{\"instance\":2,\"calls\":2}");
+    dd_handler_destroy(b);
+    mysql_close(db);
+}
+END_TEST
+
 /* A descriptor of the ABI 1 layout loads, and its (missing) handle_batch is
  * never read: the word after it is a non-NULL canary. */
 START_TEST(test_abi_v1_loads)
@@ -426,6 +465,7 @@ static Suite *handler_suite(void)
     tcase_add_test(tc, test_small_errstr);
     tcase_add_test(tc, test_destroy_null);
     tcase_add_test(tc, test_handle_without_db);
+    tcase_add_test(tc, test_same_file_two_instances);
     tcase_add_test(tc, test_abi_v1_loads);
     tcase_add_test(tc, test_abi_versions_load);
     tcase_add_test(tc, test_external);

@@ -53,13 +53,17 @@ START_TEST(test_lanes_new_start_stop_destroy)
     dd_conf_t *conf = link_conf(socket ? socket : "/nonexistent/dd-link-lanes.sock");
     dd_item_t *leftover = NULL;
     dd_handler_t *h = NULL;
+    dd_routes_t *routes = NULL;
     dd_lanes_t *lanes = NULL;
     dd_stats_t s = {0};
     int rc;
 
-    ck_assert_msg(dd_handler_load(&h, conf->handler.path, NULL, errstr, sizeof(errstr)) == DD_OK,
+    ck_assert_msg(dd_handler_load(&h, conf->routes[0].handler.path, NULL, errstr, sizeof(errstr)) ==
+                      DD_OK,
                   "%s", errstr);
-    ck_assert_msg(dd_lanes_new(&lanes, conf, h, 2, "link-test", errstr, sizeof(errstr)) == DD_OK,
+    ck_assert_msg(dd_routes_new(&routes, conf, &h, errstr, sizeof(errstr)) == DD_OK, "%s", errstr);
+    ck_assert_msg(dd_lanes_new(&lanes, conf, routes, 2, "link-test", errstr, sizeof(errstr)) ==
+                      DD_OK,
                   "%s", errstr);
     ck_assert_int_eq(dd_lanes_stopped(lanes), 0);
     rc = dd_lanes_start(lanes, errstr, sizeof(errstr));
@@ -79,6 +83,7 @@ START_TEST(test_lanes_new_start_stop_destroy)
     ck_assert_uint_eq(s.batches, 0);
     ck_assert_uint_eq(s.db_errors_fatal, 0);
     dd_lanes_destroy(lanes);
+    dd_routes_destroy(routes);
     dd_handler_destroy(h);
     dd_conf_destroy(conf);
 }

@@ -31,17 +31,26 @@ static const char *sample(const char *text, const char *series, char *out, size_
     return NULL;
 }
 
-static char *render_proc(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
-                         const dd_proc_t *proc)
+static const char *const default_route[] = {"default"};
+
+static char *render_routes(const dd_stats_t *s, const char *const *routes, int route_cnt,
+                           const dd_lag_t *lags, size_t lag_cnt, const dd_proc_t *proc)
 {
     char *text = NULL;
     size_t len = 0;
 
-    ck_assert_int_eq(dd_metrics_render(s, lags, lag_cnt, proc, &text, &len), 0);
+    ck_assert_int_eq(dd_metrics_render(s, routes, route_cnt, lags, lag_cnt, proc, &text, &len), 0);
     ck_assert_ptr_nonnull(text);
     ck_assert_uint_eq(len, strlen(text));
     ck_assert(len > 0 && text[len - 1] == '\n');
     return text;
+}
+
+/* The one route of a configuration without routes. */
+static char *render_proc(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt,
+                         const dd_proc_t *proc)
+{
+    return render_routes(s, default_route, 1, lags, lag_cnt, proc);
 }
 
 static char *render(const dd_stats_t *s, const dd_lag_t *lags, size_t lag_cnt)
@@ -63,48 +72,50 @@ START_TEST(test_counters_exact)
     char *text;
 
     memset(&s, 0, sizeof(s));
-    s.messages = 18446744073709551615ULL; /* no rounding through a double */
-    s.applied = 9007199254740993ULL;      /* 2^53 + 1 */
-    s.duplicates = 3;
-    s.conflicts = 4;
-    s.retries = 5;
+    s.route[0].messages = 18446744073709551615ULL; /* no rounding through a double */
+    s.route[0].applied = 9007199254740993ULL;      /* 2^53 + 1 */
+    s.route[0].duplicates = 3;
+    s.route[0].conflicts = 4;
+    s.route[0].retries = 5;
     s.batches = 6;
-    s.batched = 12;
-    s.batch_declined = 13;
+    s.route[0].batched = 12;
+    s.route[0].batch_declined = 13;
     s.claim_races = 14;
     s.fetch_wait_us = 2500400;
     s.db_errors_retriable = 7;
     s.db_errors_fatal = 1;
-    s.dead_letters[DD_REASON_BAD_JSON] = 11;
-    s.dead_letters[DD_REASON_CONFLICT] = 4;
-    s.dead_letters[DD_REASON_RETRIES_EXHAUSTED] = 2;
+    s.route[0].dead_letters[DD_REASON_BAD_JSON] = 11;
+    s.route[0].dead_letters[DD_REASON_CONFLICT] = 4;
+    s.route[0].dead_letters[DD_REASON_RETRIES_EXHAUSTED] = 2;
     s.inflight = 42;
     s.assigned = 3;
     s.running = 1;
     text = render(&s, NULL, 0);
-    ck_sample_eq(text, "dedupd_messages_total", "18446744073709551615");
-    ck_sample_eq(text, "dedupd_applied_total", "9007199254740993");
-    ck_sample_eq(text, "dedupd_duplicates_total", "3");
-    ck_sample_eq(text, "dedupd_conflicts_total", "4");
-    ck_sample_eq(text, "dedupd_retries_total", "5");
+    ck_sample_eq(text, "dedupd_messages_total{route=\"default\"}", "18446744073709551615");
+    ck_sample_eq(text, "dedupd_applied_total{route=\"default\"}", "9007199254740993");
+    ck_sample_eq(text, "dedupd_duplicates_total{route=\"default\"}", "3");
+    ck_sample_eq(text, "dedupd_conflicts_total{route=\"default\"}", "4");
+    ck_sample_eq(text, "dedupd_retries_total{route=\"default\"}", "5");
     ck_sample_eq(text, "dedupd_batches_total", "6");
-    ck_sample_eq(text, "dedupd_batched_total", "12");
-    ck_sample_eq(text, "dedupd_batch_declined_total", "13");
+    ck_sample_eq(text, "dedupd_batched_total{route=\"default\"}", "12");
+    ck_sample_eq(text, "dedupd_batch_declined_total{route=\"default\"}", "13");
     ck_sample_eq(text, "dedupd_claim_races_total", "14");
     ck_sample_eq(text, "dedupd_fetch_wait_seconds_total", "2.500");
     ck_sample_eq(text, "dedupd_db_errors_total{class=\"retriable\"}", "7");
     ck_sample_eq(text, "dedupd_db_errors_total{class=\"fatal\"}", "1");
-    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"bad_json\"}", "11");
-    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"conflict\"}", "4");
-    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"retries_exhausted\"}", "2");
-    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"key_missing\"}", "0");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"bad_json\"}", "11");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"conflict\"}", "4");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"retries_exhausted\"}",
+                 "2");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"key_missing\"}", "0");
     ck_sample_eq(text, "dedupd_inflight_messages", "42");
     ck_sample_eq(text, "dedupd_assigned_partitions", "3");
     ck_sample_eq(text, "dedupd_running", "1");
     /* Every reason has a series, even at zero, so rate() works from the start. */
     for (int i = 0; i < DD_REASON_CNT; i++) {
         char series[128], v[64];
-        snprintf(series, sizeof(series), "dedupd_dead_letters_total{reason=\"%s\"}",
+        snprintf(series, sizeof(series),
+                 "dedupd_dead_letters_total{route=\"default\",reason=\"%s\"}",
                  dd_reason2str((dd_reason_t)i));
         ck_assert_ptr_nonnull(sample(text, series, v, sizeof(v)));
     }
@@ -114,39 +125,81 @@ START_TEST(test_counters_exact)
 }
 END_TEST
 
-/* External mode: its counters always, the stuck-row gauges only once a
- * compensation scan counted (processing_stuck >= 0). */
+/* External mode: its counters per route always, the stuck-row gauges of a
+ * route only once a compensation scan counted its table
+ * (processing_stuck >= 0): a route in local mode has none. */
 START_TEST(test_external_metrics)
 {
+    static const char *const routes[] = {"payments", "notify"};
     dd_stats_t s;
     char *text, v[64];
 
     memset(&s, 0, sizeof(s));
-    s.ext_waits = 5;
-    s.ext_takeovers = 2;
-    s.ext_reconciled[0] = 1;
-    s.ext_reconciled[2] = 3;
-    s.ext_stale = 1;
-    s.dead_letters[DD_REASON_UNRESOLVED] = 4;
-    s.processing_stuck = -1;
-    text = render(&s, NULL, 0);
-    ck_sample_eq(text, "dedupd_external_waits_total", "5");
-    ck_sample_eq(text, "dedupd_external_takeovers_total", "2");
-    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"done\"}", "1");
-    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"not_done\"}", "0");
-    ck_sample_eq(text, "dedupd_external_reconcile_total{answer=\"unknown\"}", "3");
-    ck_sample_eq(text, "dedupd_external_lost_claims_total", "1");
-    ck_sample_eq(text, "dedupd_dead_letters_total{reason=\"unresolved\"}", "4");
-    ck_assert_ptr_null(sample(text, "dedupd_processing_stuck", v, sizeof(v)));
-    ck_assert_ptr_null(sample(text, "dedupd_processing_oldest_seconds", v, sizeof(v)));
+    s.route[1].ext_waits = 5;
+    s.route[1].ext_takeovers = 2;
+    s.route[1].ext_reconciled[0] = 1;
+    s.route[1].ext_reconciled[2] = 3;
+    s.route[1].ext_stale = 1;
+    s.route[1].dead_letters[DD_REASON_UNRESOLVED] = 4;
+    for (int r = 0; r < DD_STATS_ROUTE_MAX; r++)
+        s.processing_stuck[r] = -1;
+    text = render_routes(&s, routes, 2, NULL, 0, NULL);
+    ck_sample_eq(text, "dedupd_external_waits_total{route=\"notify\"}", "5");
+    ck_sample_eq(text, "dedupd_external_waits_total{route=\"payments\"}", "0");
+    ck_sample_eq(text, "dedupd_external_takeovers_total{route=\"notify\"}", "2");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{route=\"notify\",answer=\"done\"}", "1");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{route=\"notify\",answer=\"not_done\"}",
+                 "0");
+    ck_sample_eq(text, "dedupd_external_reconcile_total{route=\"notify\",answer=\"unknown\"}", "3");
+    ck_sample_eq(text, "dedupd_external_lost_claims_total{route=\"notify\"}", "1");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"notify\",reason=\"unresolved\"}", "4");
+    ck_assert_ptr_null(sample(text, "dedupd_external_waits_total", v, sizeof(v)));
+    ck_assert_ptr_null(strstr(text, "dedupd_processing_stuck"));
+    ck_assert_ptr_null(strstr(text, "dedupd_processing_oldest_seconds"));
     free(text);
 
-    s.processing_stuck = 7;
-    s.processing_oldest_s = 12.5;
-    text = render(&s, NULL, 0);
-    ck_sample_eq(text, "dedupd_processing_stuck", "7");
-    ck_sample_eq(text, "dedupd_processing_oldest_seconds", "12.500");
+    s.processing_stuck[1] = 7;
+    s.processing_oldest_s[1] = 12.5;
+    text = render_routes(&s, routes, 2, NULL, 0, NULL);
+    ck_sample_eq(text, "dedupd_processing_stuck{route=\"notify\"}", "7");
+    ck_sample_eq(text, "dedupd_processing_oldest_seconds{route=\"notify\"}", "12.500");
+    ck_assert_ptr_null(sample(text, "dedupd_processing_stuck{route=\"payments\"}", v, sizeof(v)));
     ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_processing_stuck gauge\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_processing_oldest_seconds gauge\n"));
+    free(text);
+}
+END_TEST
+
+/* Each route its own series of the counters a message counts in, and no
+ * series without the label: sum() over the routes is the total. Route
+ * names are label values, escaped. */
+START_TEST(test_route_labels)
+{
+    static const char *const routes[] = {"payments", "co\"up\\ons"};
+    dd_stats_t s;
+    char *text, v[64];
+
+    memset(&s, 0, sizeof(s));
+    s.route[0].messages = 7;
+    s.route[1].messages = 5;
+    s.route[0].applied = 6;
+    s.route[1].applied = 1;
+    s.route[1].dead_letters[DD_REASON_REJECTED] = 2;
+    s.route[1].retries = 9;
+    s.batches = 3;
+    text = render_routes(&s, routes, 2, NULL, 0, NULL);
+    ck_sample_eq(text, "dedupd_messages_total{route=\"payments\"}", "7");
+    ck_sample_eq(text, "dedupd_messages_total{route=\"co\\\"up\\\\ons\"}", "5");
+    ck_sample_eq(text, "dedupd_applied_total{route=\"payments\"}", "6");
+    ck_sample_eq(text, "dedupd_applied_total{route=\"co\\\"up\\\\ons\"}", "1");
+    ck_sample_eq(text, "dedupd_retries_total{route=\"co\\\"up\\\\ons\"}", "9");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"co\\\"up\\\\ons\",reason=\"rejected\"}",
+                 "2");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"payments\",reason=\"rejected\"}", "0");
+    ck_sample_eq(text, "dedupd_batches_total", "3"); /* a transaction is no route's */
+    ck_assert_ptr_null(sample(text, "dedupd_messages_total", v, sizeof(v)));
+    ck_assert_ptr_null(sample(text, "dedupd_applied_total", v, sizeof(v)));
+    ck_assert_ptr_null(strstr(text, "dedupd_dead_letters_total{reason="));
     free(text);
 }
 END_TEST
@@ -313,6 +366,7 @@ int main(void)
 
     tcase_add_test(tc, test_counters_exact);
     tcase_add_test(tc, test_external_metrics);
+    tcase_add_test(tc, test_route_labels);
     tcase_add_test(tc, test_histogram_cumulative);
     tcase_add_test(tc, test_lag_labels);
     tcase_add_test(tc, test_lines_well_formed);

@@ -56,10 +56,10 @@ static cJSON *parse_both(dd_parse_pool_t *pool, const char *text, int *rc)
     cJSON *j1 = NULL, *j2 = NULL;
     int rc2;
 
-    *rc = dd_parse_message_into(pool, doc, &conf, tmpl, text, strlen(text), &j1, key1, &len1, &r1,
-                                err1, sizeof(err1));
-    rc2 = dd_parse_message(doc, &conf, tmpl, text, strlen(text), &j2, key2, &len2, &r2, err2,
-                           sizeof(err2));
+    *rc = dd_parse_message_into(pool, doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text),
+                                &j1, key1, &len1, &r1, err1, sizeof(err1));
+    rc2 = dd_parse_message(doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text), &j2, key2,
+                           &len2, &r2, err2, sizeof(err2));
     ck_assert_int_eq(*rc, rc2);
     ck_assert_str_eq(err1, err2);
     if (*rc == DD_OK) {
@@ -178,8 +178,9 @@ START_TEST(test_refusals)
         dd_reason_t reason = DD_REASON_CNT;
         cJSON *json = (cJSON *)1;
 
-        ck_assert_int_eq(dd_parse_message_into(pool, doc, &conf, tmpl, v[i].text, strlen(v[i].text),
-                                               &json, key, &key_len, &reason, err, sizeof(err)),
+        ck_assert_int_eq(dd_parse_message_into(pool, doc, conf.dedup.max_payload_bytes, tmpl,
+                                               v[i].text, strlen(v[i].text), &json, key, &key_len,
+                                               &reason, err, sizeof(err)),
                          DD_ERR_PERMANENT);
         ck_assert_str_eq(err, v[i].err);
         ck_assert_int_eq(reason, v[i].reason);
@@ -201,8 +202,8 @@ START_TEST(test_key_and_doc)
     dd_reason_t reason;
     cJSON *json;
 
-    ck_assert_int_eq(dd_parse_message(doc, &conf, tmpl, text, strlen(text), &json, key, &key_len,
-                                      &reason, err, sizeof(err)),
+    ck_assert_int_eq(dd_parse_message(doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text),
+                                      &json, key, &key_len, &reason, err, sizeof(err)),
                      DD_OK);
     ck_assert_str_eq(key, "k:x%00one");
     ck_assert_uint_eq(key_len, 9);
