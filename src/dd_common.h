@@ -9,6 +9,7 @@
 #ifndef DD_COMMON_H
 #define DD_COMMON_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +42,13 @@ void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
 /* Monotonic clock in milliseconds / microseconds. */
 int64_t dd_now_ms(void);
 int64_t dd_now_us(void);
+
+/* A condition variable whose timed waits run on the monotonic clock, so
+ * a change of the wall clock neither shortens nor stretches them; and the
+ * deadline ms milliseconds from now on that clock, for
+ * pthread_cond_timedwait on such a variable. */
+void dd_cond_init(pthread_cond_t *cv);
+void dd_cond_deadline(struct timespec *ts, int64_t ms);
 
 /* Sleep for ms milliseconds, waking early (returning 1) once *stop is set;
  * stop may be NULL. */

@@ -35,17 +35,6 @@ void dd_lane_push(dd_lane_t *lane, dd_item_t *item)
     pthread_mutex_unlock(&lane->mu);
 }
 
-static void dd_lane_deadline(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 /* Takes up to max_messages items, waiting up to max_wait_ms after the first
  * one for the batch to fill. Returns 0 when the lane should exit, or when
  * none came and a waiting message's time came (external mode). */
@@ -76,10 +65,10 @@ static size_t dd_lane_collect(dd_lane_t *lane)
          * signals the lane, and ending the wait at the next push would cut
          * batches down to the arrival rate of single messages. */
         if (!filling && n > 0) {
-            dd_lane_deadline(&ts, conf->batch.max_wait_ms);
+            dd_cond_deadline(&ts, conf->batch.max_wait_ms);
             filling = 1;
         } else if (!filling) {
-            dd_lane_deadline(&ts, 100);
+            dd_cond_deadline(&ts, 100);
         }
         lane->idle = n == 0;
         lane->need = max - n;
@@ -363,7 +352,7 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
         dd_log(DD_LOG_WARN, "DEDUPD_TEST_FAULTS: the claim pre-check finds no keys, so every "
                             "known key races (test fault injection).");
     pthread_mutex_init(&lane->mu, NULL);
-    pthread_cond_init(&lane->cv, NULL);
+    dd_cond_init(&lane->cv);
     lane->batch = calloc(cap, sizeof(*lane->batch));
     lane->xbatch = calloc(cap, sizeof(*lane->xbatch));
     lane->claims = calloc(cap, sizeof(*lane->claims));

@@ -44,17 +44,6 @@ void dd_lanes_set_fatal(dd_lanes_t *lanes, int idx, const char *err)
 
 /* ---- the consumer's side ---- */
 
-static void dd_lanes_deadline(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 dd_item_t *dd_lanes_take_done(dd_lanes_t *lanes, int wait_ms)
 {
     dd_item_t *list;
@@ -62,7 +51,7 @@ dd_item_t *dd_lanes_take_done(dd_lanes_t *lanes, int wait_ms)
     pthread_mutex_lock(&lanes->mu);
     if (!lanes->done_head && !atomic_load(&lanes->fatal) && wait_ms > 0) {
         struct timespec ts;
-        dd_lanes_deadline(&ts, wait_ms);
+        dd_cond_deadline(&ts, wait_ms);
         pthread_cond_timedwait(&lanes->cv, &lanes->mu, &ts);
     }
     list = lanes->done_head;
@@ -164,7 +153,7 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
     lanes->routes = routes;
     lanes->n = n > 0 ? n : 1;
     pthread_mutex_init(&lanes->mu, NULL);
-    pthread_cond_init(&lanes->cv, NULL);
+    dd_cond_init(&lanes->cv);
     dd_instance_name(instance, sizeof(instance));
     snprintf(lanes->owner, sizeof(lanes->owner), "%s%s%s", instance, role ? " " : "",
              role ? role : "");

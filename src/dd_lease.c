@@ -93,13 +93,7 @@ static void dd_lease_wait(dd_lease_t *lease, int64_t wake_ms)
     struct timespec ts;
 
     if (ms <= 0) return;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    dd_cond_deadline(&ts, ms);
     pthread_cond_timedwait(&lease->cv, &lease->mu, &ts);
 }
 
@@ -230,7 +224,6 @@ void dd_lease_release(dd_lease_t *lease, dd_lease_hold_t *hold)
 int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
     dd_lease_t *lease = calloc(1, sizeof(*lease));
-    pthread_condattr_t attr;
 
     *leasep = NULL;
     if (!lease) {
@@ -240,10 +233,7 @@ int dd_lease_new(dd_lease_t **leasep, const dd_conf_t *conf, char *errstr, size_
     lease->conf = conf;
     lease->lease_ms = conf->external.lease_ms;
     pthread_mutex_init(&lease->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&lease->cv, &attr);
-    pthread_condattr_destroy(&attr);
+    dd_cond_init(&lease->cv);
     lease->fault_blind = dd_test_fault("lease_blind") != 0;
     lease->fault_no_renew = lease->fault_blind || dd_test_fault("lease_no_renew") != 0;
     if (lease->fault_no_renew)
