@@ -119,11 +119,15 @@ static int dd_check_kafka(const dd_conf_t *conf, int *warnings)
 static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r)
 {
     const char *table = conf->routes[r].dedup.table;
-    char err[1024], who[96];
+    char err[1024], who[96], route[96];
     int version = 0, bad = 0;
 
-    dd_check_route(conf, r, who, sizeof(who));
-    if (!conf->has_routes) who[0] = '\0';
+    dd_check_route(conf, r, route, sizeof(route));
+    if (!conf->has_routes) route[0] = '\0';
+    if (conf->shard_cnt > 1)
+        snprintf(who, sizeof(who), "shard %d: %s", dd_db_shard(db), route);
+    else
+        snprintf(who, sizeof(who), "%s", route);
     if (dd_migrate_version(dd_db_mysql(db), table, &version, err, sizeof(err)) == DD_OK &&
         version == dd_migrations[dd_migration_cnt - 1].version) {
         printf("ok   %sdedup table: %s at schema version %d\n", who, table, version);
@@ -139,12 +143,37 @@ static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r)
         bad = 1;
     }
     if (dd_grants_check(db, conf, table, dd_grants_run_needs(conf), err, sizeof(err)) == DD_OK) {
-        printf("ok   %sprivileges: %s may do what dedupd run does on %s\n", who, conf->mysql.user,
-               table);
+        printf("ok   %sprivileges: %s may do what dedupd run does on %s\n", who,
+               dd_db_settings(db)->user, table);
     } else {
         printf("FAIL %sprivileges: %s\n", who, err);
         bad = 1;
     }
+    return bad;
+}
+
+/* One database shard (the database, without mysql.shards): connected to,
+ * each route's table in it, and its recorded layout. Returns 1 when
+ * something failed. */
+static int dd_check_shard(const dd_conf_t *conf, int s)
+{
+    const dd_conf_mysql_t *my = &conf->shards[s];
+    char err[1024], tls[200] = "unix socket, no TLS", which[400] = "", addr[300];
+    dd_db_t *db = NULL;
+    int bad = 0;
+
+    if (conf->shard_cnt > 1)
+        snprintf(which, sizeof(which), "shard %d (%s): ", s,
+                 dd_conf_mysql_addr(my, addr, sizeof(addr)));
+    if (dd_db_new_shard(&db, conf, s, err, sizeof(err)) != DD_OK) {
+        printf("FAIL database: %s\n", err);
+        return 1;
+    }
+    if (!my->socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
+    printf("ok   database: %sconnected to %s as %s (%s)\n", which, my->database, my->user, tls);
+    for (int r = 0; r < conf->route_cnt; r++)
+        bad |= dd_check_table(conf, db, r);
+    dd_db_destroy(db);
     return bad;
 }
 
@@ -162,7 +191,6 @@ static void dd_check_report(void *opaque, dd_validate_level_t level, const char 
 static int dd_check_run(const dd_conf_t *conf, void *opts)
 {
     dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
-    dd_db_t *db = NULL;
     char err[1024];
     int bad = 0, warnings = 0;
 
@@ -172,19 +200,9 @@ static int dd_check_run(const dd_conf_t *conf, void *opts)
         printf("ok   route %s: %s\n", conf->routes[r].name, conf->routes[r].where);
     /* What `dedupd run` checks before it starts, in the same words. */
     if (dd_validate_conf(conf, hs, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
-    if (dd_db_new(&db, conf, err, sizeof(err)) == DD_OK) {
-        char tls[200] = "unix socket, no TLS";
-        if (!conf->mysql.socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
-        printf("ok   database: connected to %s as %s (%s)\n", conf->mysql.database,
-               conf->mysql.user, tls);
-        for (int r = 0; r < conf->route_cnt; r++)
-            bad |= dd_check_table(conf, db, r);
-    } else {
-        printf("FAIL database: %s\n", err);
-        bad = 1;
-    }
+    for (int s = 0; s < conf->shard_cnt; s++)
+        bad |= dd_check_shard(conf, s);
     bad |= dd_check_kafka(conf, &warnings);
-    dd_db_destroy(db);
     dd_routes_destroy_handlers(hs, conf->route_cnt);
     if (bad)
         printf("check failed\n");

@@ -38,7 +38,7 @@ char *dd_conf_resolve(const dd_conf_t *conf, const char *path)
     return out;
 }
 
-static void dd_conf_free_str(char **s, int secret)
+void dd_conf_free_str(char **s, int secret)
 {
     if (*s && secret) explicit_bzero(*s, strlen(*s));
     free(*s);
@@ -121,13 +121,14 @@ static void dd_conf_where(dd_conf_ctx_t *ctx, int idx, const config_setting_t *a
     const char *path = dd_conf_items[idx].path;
     char where[PATH_MAX + 32];
 
-    if (ctx->route) {
+    if (ctx->route || ctx->shard) {
         if (o->kind == DD_ORIGIN_FILE)
             dd_conf_setting_where(ctx->conf, o->setting, at, where, sizeof(where));
         else
-            snprintf(where, sizeof(where), "%s", ctx->route->where);
+            snprintf(where, sizeof(where), "%s",
+                     ctx->route ? ctx->route->where : ctx->shard->where);
         dd_errstr_set(out, out_size, "%s: %s: setting %s: %s", where, ctx->route_label,
-                      dd_conf_items[idx].route, msg);
+                      ctx->route ? dd_conf_items[idx].route : path + strlen("mysql."), msg);
     } else if (o->kind == DD_ORIGIN_ENV || o->kind == DD_ORIGIN_ENV_UNSET) {
         dd_errstr_set(out, out_size, "environment variable %s (setting %s): %s", o->env, path, msg);
     } else if (o->kind == DD_ORIGIN_FILE) {
@@ -196,6 +197,16 @@ dd_conf_dedup_t *dd_conf_cur_dedup(dd_conf_ctx_t *ctx)
 dd_conf_handler_t *dd_conf_cur_handler(dd_conf_ctx_t *ctx)
 {
     return ctx->route ? &ctx->route->handler : &ctx->conf->handler;
+}
+
+dd_conf_mysql_t *dd_conf_cur_mysql(dd_conf_ctx_t *ctx)
+{
+    return ctx->shard ? ctx->shard : &ctx->conf->mysql;
+}
+
+int dd_conf_in_elem(const dd_conf_ctx_t *ctx)
+{
+    return ctx->route || ctx->shard;
 }
 
 /*
@@ -363,6 +374,7 @@ static int dd_conf_take_text(dd_conf_ctx_t *ctx, int idx, const char *text)
         return dd_conf_list_from_text(ctx, idx, text);
     case DD_CT_GROUP:
     case DD_CT_ROUTES:
+    case DD_CT_SHARDS:
         break;
     }
     return 0;
@@ -447,6 +459,7 @@ static int dd_conf_take_setting(dd_conf_ctx_t *ctx, int idx, const config_settin
             *(const config_setting_t **)dd_conf_slot(ctx, it) = s;
         return 0;
     case DD_CT_ROUTES:
+    case DD_CT_SHARDS:
         break;
     }
     return 0;
@@ -474,7 +487,9 @@ int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const char *
                  config_setting_name(s) ? config_setting_name(s) : "?");
         snprintf(who, sizeof(who), "%s%s", route ? route : "", route ? ": " : "");
         dd_conf_file_name(ctx->conf, config_setting_source_file(s), file, sizeof(file));
-        idx = route ? dd_conf_route_item_idx(path) : dd_conf_item_idx(path);
+        idx = !route           ? dd_conf_item_idx(path)
+              : ctx->in_shards ? dd_conf_shard_item_idx(path)
+                               : dd_conf_route_item_idx(path);
         if (idx < 0 || (!route && (dd_conf_items[idx].flags & DD_CF_ROUTE_ONLY))) {
             dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s:%u: %sunknown setting %s", file,
                           (unsigned)config_setting_source_line(s), who, path);
@@ -482,6 +497,10 @@ int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const char *
         }
         if (dd_conf_items[idx].type == DD_CT_ROUTES) {
             if ((err = dd_conf_routes_walk(ctx, s))) return err;
+            continue;
+        }
+        if (dd_conf_items[idx].type == DD_CT_SHARDS) {
+            if ((err = dd_conf_shards_walk(ctx, s))) return err;
             continue;
         }
         if (dd_conf_items[idx].type != DD_CT_GROUP) continue;
@@ -499,19 +518,21 @@ int dd_conf_walk(dd_conf_ctx_t *ctx, const config_setting_t *group, const char *
 /* Default, then file, then environment, for one setting. An empty
  * variable unsets the setting: it takes its default (none when it has
  * none: DEDUPD_HTTP_LISTEN= turns the endpoint off), whatever the file
- * says; a required setting cannot be unset. Inside an element of `routes`,
- * the element is the file, and the environment has no say. */
+ * says; a required setting cannot be unset. Inside an element of `routes`
+ * or of mysql.shards, the element is the file, and the environment has no
+ * say; a shard's default is the mysql group's value, set by the caller. */
 int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
 {
     const dd_conf_item_t *it = &dd_conf_items[idx];
     dd_conf_origin_t *o = dd_conf_origin(ctx, idx);
-    const config_setting_t *s =
-        ctx->route ? config_setting_lookup((config_setting_t *)ctx->route_setting, it->route)
-                   : config_lookup(ctx->conf->lc, it->path);
+    config_setting_t *elem = (config_setting_t *)ctx->route_setting;
+    const config_setting_t *s = ctx->route   ? config_setting_lookup(elem, it->route)
+                                : ctx->shard ? config_setting_lookup(elem, it->path + 6)
+                                             : config_lookup(ctx->conf->lc, it->path);
     const char *val = NULL;
     int err;
 
-    if (!ctx->route && dd_conf_has_env(it)) {
+    if (!dd_conf_in_elem(ctx) && dd_conf_has_env(it)) {
         dd_conf_env_name(it, o->env, sizeof(o->env));
         val = getenv(o->env);
     }
@@ -522,7 +543,7 @@ int dd_conf_apply(dd_conf_ctx_t *ctx, int idx)
                             "setting only)",
                             it->path);
     }
-    if (it->def) {
+    if (it->def && !ctx->shard) {
         o->kind = DD_ORIGIN_DEFAULT;
         if ((err = dd_conf_take_text(ctx, idx, it->def))) return err;
     }
@@ -549,7 +570,7 @@ static int dd_conf_not_here(const dd_conf_ctx_t *ctx, int i)
 {
     const dd_conf_item_t *it = &dd_conf_items[i];
 
-    return it->type == DD_CT_ROUTES || (it->flags & DD_CF_ROUTE_ONLY) ||
+    return it->type == DD_CT_ROUTES || it->type == DD_CT_SHARDS || (it->flags & DD_CF_ROUTE_ONLY) ||
            (it->route && ctx->conf->has_routes);
 }
 
@@ -637,6 +658,7 @@ int dd_conf_load(dd_conf_t **confp, const char *path, char *errstr, size_t errst
     if ((err = dd_conf_read(conf, path, errstr, errstr_size))) goto done;
     if ((err = dd_conf_walk(ctx, config_root_setting(conf->lc), "", NULL))) goto done;
     if ((err = dd_conf_apply_all(ctx))) goto done;
+    if ((err = dd_conf_shards_load(ctx))) goto done;
     if ((err = dd_conf_routes_load(ctx))) goto done;
     *confp = conf;
     conf = NULL;
@@ -664,6 +686,7 @@ void dd_conf_destroy(dd_conf_t *conf)
 {
     if (!conf) return;
     dd_conf_routes_free(conf);
+    dd_conf_shards_free(conf);
     for (int i = 0; i < dd_conf_item_cnt; i++) {
         const dd_conf_item_t *it = &dd_conf_items[i];
 

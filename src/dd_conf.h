@@ -34,6 +34,31 @@ typedef enum { DD_TLS_V1_2, DD_TLS_V1_3 } dd_conf_tls_version_t;
 /* Most routes one configuration may have. */
 #define DD_CONF_ROUTE_MAX 32
 
+/* Most database shards (elements of mysql.shards). */
+#define DD_CONF_SHARD_MAX 64
+
+/* The connection settings of one database: the mysql group, or one
+ * element of mysql.shards. */
+typedef struct {
+    char *host;
+    int port;
+    char *socket; /* NULL: TCP to host:port */
+    char *user;
+    char *password; /* resolved from password, password_env or password_file; never logged */
+    char *database;
+    int connect_timeout_s;
+    char *password_env;  /* name of the variable the password came from, or NULL */
+    char *password_file; /* resolved path the password came from, or NULL */
+    struct {
+        int mode; /* dd_conf_tls_mode_t; not used over a unix socket */
+        char *ca; /* resolved paths, or NULL */
+        char *cert;
+        char *key;
+        int min_version; /* dd_conf_tls_version_t */
+    } tls;
+    char where[300]; /* "FILE:LINE" of its settings, for messages */
+} dd_conf_mysql_t;
+
 /* The settings of one route: the business key and hash, the dedup table
  * and its retention (dedup.*), the handler (handler.*) and the dead-letter
  * topic (dlq.*). The top-level groups of those names hold the one default
@@ -48,6 +73,9 @@ typedef struct {
     int defer_claim;           /* new keys are claimed by the insert of their finished row */
     int64_t max_payload_bytes; /* larger messages are dead-lettered payload_too_large */
     char *lane_key;            /* template routing messages to workers; NULL: the business key */
+    char *shard_key;           /* template choosing the database shard; NULL: the business key */
+    int shard_by;              /* dd_shard_by_t */
+    char *shard_map;           /* shard_by map: the ranges file, resolved; else NULL */
 } dd_conf_dedup_t;
 
 typedef struct {
@@ -88,24 +116,12 @@ typedef struct dd_conf_s {
         int property_cnt;
     } kafka;
 
-    struct {
-        char *host;
-        int port;
-        char *socket; /* NULL: TCP to host:port */
-        char *user;
-        char *password; /* resolved from password, password_env or password_file; never logged */
-        char *database;
-        int connect_timeout_s;
-        char *password_env;  /* name of the variable the password came from, or NULL */
-        char *password_file; /* resolved path the password came from, or NULL */
-        struct {
-            int mode; /* dd_conf_tls_mode_t; not used over a unix socket */
-            char *ca; /* resolved paths, or NULL */
-            char *cert;
-            char *key;
-            int min_version; /* dd_conf_tls_version_t */
-        } tls;
-    } mysql;
+    dd_conf_mysql_t mysql; /* the mysql group's own values */
+    /* The database shards, in the order of mysql.shards (a shard's index
+     * is its position, from 0), each element's settings over the mysql
+     * group's; without mysql.shards, one: the mysql group's values. */
+    dd_conf_mysql_t *shards;
+    int shard_cnt;
 
     dd_conf_dedup_t dedup;     /* the default route's (without `routes`) */
     dd_conf_handler_t handler; /* the default route's */
@@ -219,8 +235,11 @@ int dd_conf_tls_mode_parse(const char *name);
 int dd_conf_tls_version_parse(const char *name);
 const char *dd_conf_tls_mode_name(int mode);
 const char *dd_conf_tls_version_name(int version);
-/* The mode the connections use: mysql.tls.mode, or DD_TLS_DISABLED over a
- * unix socket (the connection does not leave the machine). */
-int dd_conf_tls_mode(const dd_conf_t *conf);
+/* The mode the connections to a database use: its tls.mode, or
+ * DD_TLS_DISABLED over a unix socket (the connection does not leave the
+ * machine). */
+int dd_conf_tls_mode(const dd_conf_mysql_t *my);
+/* "127.0.0.1:3307" or the socket path of a database, written to out. */
+const char *dd_conf_mysql_addr(const dd_conf_mysql_t *my, char *out, size_t out_size);
 
 #endif /* DD_CONF_H */

@@ -18,6 +18,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "dd_common.h"
+#include "dd_shard.h"
 
 /* Properties whose values may be secrets: librdkafka's message would quote them. */
 static int dd_conf_property_is_sensitive(const char *name)
@@ -82,6 +83,14 @@ int dd_conf_check_properties(dd_conf_ctx_t *ctx, int idx)
     return err;
 }
 
+/* Frees a resolved password, wiping it first. */
+static void dd_conf_drop_password(dd_conf_mysql_t *my)
+{
+    if (my->password) explicit_bzero(my->password, strlen(my->password));
+    free(my->password);
+    my->password = NULL;
+}
+
 /* Reads a password file, and its permission bits into *mode; the contents
  * never reach errstr. */
 static int dd_conf_read_secret(const char *path, char **out, mode_t *mode, char *errstr,
@@ -125,15 +134,16 @@ done:
 
 static int dd_conf_password_from_file(dd_conf_ctx_t *ctx, int idx)
 {
-    dd_conf_t *conf = ctx->conf;
-    char *resolved = dd_conf_resolve(conf, conf->mysql.password_file), msg[512];
+    dd_conf_mysql_t *my = dd_conf_cur_mysql(ctx);
+    char *resolved = dd_conf_resolve(ctx->conf, my->password_file), msg[512];
     mode_t mode = 0;
     int err;
 
     if (!resolved) return dd_conf_nomem(ctx);
-    free(conf->mysql.password_file);
-    conf->mysql.password_file = resolved;
-    if ((err = dd_conf_read_secret(resolved, &conf->mysql.password, &mode, msg, sizeof(msg))))
+    free(my->password_file);
+    my->password_file = resolved;
+    dd_conf_drop_password(my);
+    if ((err = dd_conf_read_secret(resolved, &my->password, &mode, msg, sizeof(msg))))
         return err == DD_ERR_NOMEM ? dd_conf_nomem(ctx) : dd_conf_fail(ctx, idx, NULL, "%s", msg);
     /* A password anyone on the machine can read is not much of a secret;
      * container runtimes often mount files 0644, so a warning, not an error. */
@@ -146,11 +156,11 @@ static int dd_conf_password_from_file(dd_conf_ctx_t *ctx, int idx)
     return 0;
 }
 
-/* At most one password source; resolves it into conf->mysql.password. The
+/* At most one password source; resolves it into my->password. The
  * hook sits on password_file, the last of the three in the table. */
 int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
 {
-    dd_conf_t *conf = ctx->conf;
+    dd_conf_mysql_t *my = dd_conf_cur_mysql(ctx);
     int pw = dd_conf_item_idx("mysql.password"), env = dd_conf_item_idx("mysql.password_env");
     int set = dd_conf_is_explicit(ctx, pw) + dd_conf_is_explicit(ctx, env) +
               dd_conf_is_explicit(ctx, idx);
@@ -160,14 +170,15 @@ int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
         return dd_conf_fail(ctx, dd_conf_is_explicit(ctx, idx) ? idx : env, NULL,
                             "at most one of mysql.password, mysql.password_env and "
                             "mysql.password_file may be set");
-    if (conf->mysql.password_env) {
-        if (!(val = getenv(conf->mysql.password_env)))
+    if (my->password_env) {
+        if (!(val = getenv(my->password_env)))
             return dd_conf_fail(ctx, env, NULL, "environment variable %s is not set",
-                                conf->mysql.password_env);
-        if (!(conf->mysql.password = strdup(val))) return dd_conf_nomem(ctx);
-    } else if (conf->mysql.password_file) {
+                                my->password_env);
+        dd_conf_drop_password(my);
+        if (!(my->password = strdup(val))) return dd_conf_nomem(ctx);
+    } else if (my->password_file) {
         return dd_conf_password_from_file(ctx, idx);
-    } else if (!conf->mysql.password && !(conf->mysql.password = strdup(""))) {
+    } else if (!my->password && !(my->password = strdup(""))) {
         return dd_conf_nomem(ctx);
     }
     return 0;
@@ -244,19 +255,16 @@ int dd_conf_check_backoff(dd_conf_ctx_t *ctx, int idx)
                         b);
 }
 
-/* Every ${path} of the lane key must be one of dedup.key's, so all copies
- * of a business key land on the same worker (per-key order, no two lanes
- * racing for one key). */
-int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
+/* Every ${path} of tmpl must be one of dedup.key's. */
+static int dd_conf_check_key_fields(dd_conf_ctx_t *ctx, int idx, const char *tmpl)
 {
-    const char *lane = dd_conf_cur_dedup(ctx)->lane_key, *key = dd_conf_cur_dedup(ctx)->key, *p,
-               *end;
+    const char *key = dd_conf_cur_dedup(ctx)->key, *p, *end;
     char ref[256], name[64];
 
-    if (!lane) return 0;
-    if (!strstr(lane, "${"))
+    if (!tmpl) return 0;
+    if (!strstr(tmpl, "${"))
         return dd_conf_fail(ctx, idx, NULL, "must contain at least one ${path}");
-    for (p = strstr(lane, "${"); p; p = strstr(end, "${")) {
+    for (p = strstr(tmpl, "${"); p; p = strstr(end, "${")) {
         end = strchr(p, '}');
         if (!end) return dd_conf_fail(ctx, idx, NULL, "unclosed ${");
         end++;
@@ -265,6 +273,48 @@ int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
             return dd_conf_fail(ctx, idx, NULL, "%s is not a field of %s", ref,
                                 dd_conf_name(ctx, "dedup.key", name, sizeof(name)));
     }
+    return 0;
+}
+
+/* Every ${path} of the lane key must be one of dedup.key's, so all copies
+ * of a business key land on the same worker (per-key order, no two lanes
+ * racing for one key). */
+int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx)
+{
+    return dd_conf_check_key_fields(ctx, idx, dd_conf_cur_dedup(ctx)->lane_key);
+}
+
+/* The same for the shard key: all copies of a business key reach one
+ * shard, where its dedup row is. */
+int dd_conf_check_shard_key(dd_conf_ctx_t *ctx, int idx)
+{
+    return dd_conf_check_key_fields(ctx, idx, dd_conf_cur_dedup(ctx)->shard_key);
+}
+
+/* shard_map is required by, and only used by, shard_by map; the file is
+ * read now so that its mistakes are found with their lines. */
+int dd_conf_check_shard_map(dd_conf_ctx_t *ctx, int idx)
+{
+    dd_conf_dedup_t *d = dd_conf_cur_dedup(ctx);
+    int by = dd_conf_item_idx("dedup.shard_by"), err;
+    char name[64], msg[512], *resolved;
+    dd_shard_map_t *map = NULL;
+
+    if (d->shard_by != DD_SHARD_MAP) {
+        if (!d->shard_map) return 0;
+        return dd_conf_fail(ctx, idx, NULL, "is only used with %s map",
+                            dd_conf_name(ctx, "dedup.shard_by", name, sizeof(name)));
+    }
+    if (!d->shard_map)
+        return dd_conf_fail(ctx, by, NULL, "map needs %s, the file of ranges",
+                            dd_conf_name(ctx, "dedup.shard_map", name, sizeof(name)));
+    if (!(resolved = dd_conf_resolve(ctx->conf, d->shard_map))) return dd_conf_nomem(ctx);
+    free(d->shard_map);
+    d->shard_map = resolved;
+    err = dd_shard_map_load(&map, resolved, dd_conf_shard_count(ctx->conf), msg, sizeof(msg));
+    dd_shard_map_destroy(map);
+    if (err == DD_ERR_NOMEM) return dd_conf_nomem(ctx);
+    if (err) return dd_conf_fail(ctx, idx, NULL, "%s", msg);
     return 0;
 }
 

@@ -19,10 +19,11 @@
 static const char *dd_conf_type_name(const dd_conf_item_t *it)
 {
     static const char *const names[] = {
-        [DD_CT_GROUP] = "group",       [DD_CT_STRING] = "string",
-        [DD_CT_INT] = "integer",       [DD_CT_BOOL] = "boolean",
-        [DD_CT_DURATION] = "duration", [DD_CT_LIST] = "list of strings",
-        [DD_CT_ENUM] = "string",       [DD_CT_ROUTES] = "list of groups",
+        [DD_CT_GROUP] = "group",           [DD_CT_STRING] = "string",
+        [DD_CT_INT] = "integer",           [DD_CT_BOOL] = "boolean",
+        [DD_CT_DURATION] = "duration",     [DD_CT_LIST] = "list of strings",
+        [DD_CT_ENUM] = "string",           [DD_CT_ROUTES] = "list of groups",
+        [DD_CT_SHARDS] = "list of groups",
     };
     return names[it->type];
 }
@@ -151,7 +152,7 @@ static void dd_conf_text_row(FILE *out, const dd_conf_row_t *row)
     dd_conf_allowed(it, allowed, sizeof(allowed));
     dd_conf_default(row, def, sizeof(def));
     fprintf(out, "\n%s  (%s", row->path, dd_conf_type_name(it));
-    if (it->type != DD_CT_GROUP && it->type != DD_CT_ROUTES)
+    if (it->type != DD_CT_GROUP && it->type != DD_CT_ROUTES && it->type != DD_CT_SHARDS)
         fprintf(out, "%s%s; %s%s", *allowed ? ", " : "", allowed, row->required ? "" : "default ",
                 def);
     fputs(")\n", out);
@@ -186,7 +187,7 @@ static void dd_conf_md_row(FILE *out, const dd_conf_row_t *row)
 {
     const dd_conf_item_t *it = row->it;
     char allowed[128], def[128], env[80];
-    int grp = it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES;
+    int grp = it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES || it->type == DD_CT_SHARDS;
 
     dd_conf_allowed(it, allowed, sizeof(allowed));
     dd_conf_default(row, def, sizeof(def));
@@ -249,7 +250,7 @@ static void dd_conf_man_line(FILE *out, const dd_conf_row_t *row)
     const dd_conf_item_t *it = row->it;
     char allowed[128], def[128], env[80];
     const char *type = dd_conf_type_name(it);
-    int grp = it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES;
+    int grp = it->type == DD_CT_GROUP || it->type == DD_CT_ROUTES || it->type == DD_CT_SHARDS;
 
     fprintf(out, "%c%s", type[0] - 'a' + 'A', type + 1);
     if (!grp) {

@@ -8,6 +8,7 @@
  *   dd_conf_kafka.c   librdkafka properties
  *   dd_conf_tls.c     the mysql.tls settings: names and rules
  *   dd_conf_route.c   the routes: the default one, or those of `routes`
+ *   dd_conf_shard.c   the database shards: the mysql group, or mysql.shards
  */
 #ifndef DD_CONF_INT_H
 #define DD_CONF_INT_H
@@ -28,6 +29,7 @@ typedef enum {
     DD_CT_LIST,   /* list of strings */
     DD_CT_ENUM,   /* a string from a fixed set, stored as an int */
     DD_CT_ROUTES, /* `routes`: a list of groups, each a route (dd_conf_route.c) */
+    DD_CT_SHARDS, /* mysql.shards: a list of groups, each a database (dd_conf_shard.c) */
 } dd_conf_type_t;
 
 #define DD_CF_REQUIRED 0x01   /* no default: the file or the environment must set it */
@@ -74,6 +76,11 @@ typedef struct dd_conf_ctx_s {
     const config_setting_t *route_setting;            /* its group */
     char route_label[96];                             /* "route coupons", or "route #2" */
     dd_conf_origin_t route_origin[DD_CONF_MAX_ITEMS]; /* the element's settings */
+    /* While an element of mysql.shards is loaded (route is NULL then), the
+     * shard it goes to: its settings are read from the element (in
+     * route_setting, labelled in route_label, origins in route_origin). */
+    dd_conf_mysql_t *shard;
+    int in_shards; /* walking the elements of mysql.shards */
     char *errstr;
     size_t errstr_size;
 } dd_conf_ctx_t;
@@ -143,6 +150,8 @@ void dd_conf_file_name(const dd_conf_t *conf, const char *file, char *out, size_
 /* "FILE:LINE" of setting s (of its element at, when given). */
 void dd_conf_setting_where(const dd_conf_t *conf, const config_setting_t *s,
                            const config_setting_t *at, char *out, size_t out_size);
+/* Frees *s (wiped first when secret) and sets it to NULL. */
+void dd_conf_free_str(char **s, int secret);
 /* Frees the strings and lists of the items with a route path in route. */
 void dd_conf_route_free_values(dd_conf_route_t *route);
 /* path, absolute, or relative to the configuration file's directory
@@ -169,6 +178,9 @@ const char *dd_conf_name(dd_conf_ctx_t *ctx, const char *path, char *out, size_t
 /* The settings being loaded: the route's, or the top level's. */
 dd_conf_dedup_t *dd_conf_cur_dedup(dd_conf_ctx_t *ctx);
 dd_conf_handler_t *dd_conf_cur_handler(dd_conf_ctx_t *ctx);
+dd_conf_mysql_t *dd_conf_cur_mysql(dd_conf_ctx_t *ctx);
+/* 1 while an element of `routes` or of mysql.shards is loaded. */
+int dd_conf_in_elem(const dd_conf_ctx_t *ctx);
 
 /* dd_conf_check.c: the table's check hooks */
 int dd_conf_check_properties(dd_conf_ctx_t *ctx, int idx);
@@ -182,6 +194,8 @@ int dd_conf_check_listen(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_check_lane_key(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_check_topics(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_check_route_name(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_shard_key(dd_conf_ctx_t *ctx, int idx);
+int dd_conf_check_shard_map(dd_conf_ctx_t *ctx, int idx);
 
 /* dd_conf_route.c: the routes (dd_conf_t.routes), after the top level */
 /* 1 when the file has `routes`. */
@@ -196,6 +210,26 @@ int dd_conf_routes_refuse(dd_conf_ctx_t *ctx, int idx);
 int dd_conf_routes_load(dd_conf_ctx_t *ctx);
 /* Frees conf->routes. */
 void dd_conf_routes_free(dd_conf_t *conf);
+
+/* dd_conf_shard.c: the database shards (dd_conf_t.shards), after the
+ * top level */
+/* The item of the mysql group whose path inside an element of
+ * mysql.shards is spath ("tls.mode"), or -1. */
+int dd_conf_shard_item_idx(const char *spath);
+/* 1 when item it is a connection setting an element of mysql.shards has. */
+int dd_conf_is_shard_item(const dd_conf_item_t *it);
+/* Walks the elements of mysql.shards (dd_conf_walk for each). */
+int dd_conf_shards_walk(dd_conf_ctx_t *ctx, const config_setting_t *shards);
+/* Builds conf->shards: a copy of the mysql group's values, or every
+ * element of mysql.shards over them, each checked. */
+int dd_conf_shards_load(dd_conf_ctx_t *ctx);
+/* The number of shards the file names (for checks that run before
+ * dd_conf_shards_load). */
+int dd_conf_shard_count(const dd_conf_t *conf);
+/* Frees conf->shards. */
+void dd_conf_shards_free(dd_conf_t *conf);
+/* Frees the strings of one database's settings. */
+void dd_conf_mysql_free(dd_conf_mysql_t *my);
 
 /* dd_conf_tls.c: the mysql.tls rules */
 int dd_conf_check_tls(dd_conf_ctx_t *ctx, int idx);

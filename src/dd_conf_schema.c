@@ -19,6 +19,7 @@
 
 #include "dd_common.h"
 #include "dd_log.h"
+#include "dd_shard.h"
 
 /* clang-format off */
 #define DD_AT(field) .off = offsetof(dd_conf_t, field), .size = sizeof(((dd_conf_t *)0)->field)
@@ -110,6 +111,14 @@ const dd_conf_item_t dd_conf_items[] = {
      DD_AT(mysql.tls.min_version), .parse = dd_conf_tls_version_parse,
      .allowed = "TLSv1.2|TLSv1.3", .check = dd_conf_check_tls,
      .desc = "Oldest TLS version dedupd accepts."},
+    {.path = "mysql.shards", .type = DD_CT_SHARDS, .max = DD_CONF_SHARD_MAX, .flags = DD_CF_NOENV,
+     .desc = "Database shards: a list of groups, ( { host = ...; }, { host = ...; port = ...; }, "
+             "... ), one per MariaDB primary, each with any of the mysql settings above (host, "
+             "port, socket, user, password, password_env, password_file, database, "
+             "connect_timeout, tls.*); a setting an element does not set is the mysql group's. "
+             "A shard's index is its position, from 0. Each message's rows (its dedup row and "
+             "its handler's) go to the shard dedup.shard_by picks for its dedup.shard_key. "
+             "Unset: the mysql group is the one database (docs/SHARDS.md)."},
 
     DD_GROUP("dedup", "How messages are recognised as duplicates (the one route's, without "
                       "routes)."),
@@ -163,6 +172,28 @@ const dd_conf_item_t dd_conf_items[] = {
      .route_desc = "As dedup.lane_key, of the route's key. Messages of any route whose lane "
                    "keys are equal run on one worker, so two routes whose handlers update the "
                    "same rows may share a lane key (\"${merchant_id}\")."},
+
+    {.path = "dedup.shard_key", .type = DD_CT_STRING, DD_AT(dedup.shard_key),
+     DD_RAT("shard_key", dedup.shard_key),
+     .allowed = "${path}s of dedup.key", .check = dd_conf_check_shard_key,
+     .desc = "Template choosing the database shard of a message (mysql.shards), e.g. "
+             "\"${merchant_id}\": the key the business rows are sharded by. Only fields of "
+             "dedup.key, so one business key always reaches one shard; unset: the business "
+             "key. Unused with one database.",
+     .route_desc = "As dedup.shard_key, of the route's key."},
+    {.path = "dedup.shard_by", .type = DD_CT_ENUM, .def = "hash", DD_AT(dedup.shard_by),
+     DD_RAT("shard_by", dedup.shard_by), .parse = dd_shard_by_parse, .allowed = "hash|modulo|map",
+     .desc = "How the rendered shard key picks a shard. hash: CRC-32 of its bytes (MySQL's "
+             "CRC32()) modulo the shard count; modulo: the key is a non-negative decimal "
+             "integer, the shard is its value modulo the shard count; map: the key is such an "
+             "integer up to 2^64-1, and dedup.shard_map's range holding it names the shard. A "
+             "message whose key does not fit is dead-lettered shard_key_invalid, one in no "
+             "range shard_unmapped (docs/SHARDS.md)."},
+    {.path = "dedup.shard_map", .type = DD_CT_STRING, DD_AT(dedup.shard_map),
+     DD_RAT("shard_map", dedup.shard_map), .check = dd_conf_check_shard_map,
+     .desc = "With shard_by map, required: a file of lines \"LOW HIGH SHARD\" (inclusive "
+             "ranges of non-negative integers that do not overlap, '#' comments); relative "
+             "paths are relative to the config file's directory."},
 
     {.path = "handler", .type = DD_CT_GROUP, .route = "handler",
      .desc = "The business handler plugin (the one route's, without routes)."},
@@ -322,6 +353,7 @@ void *dd_conf_field(dd_conf_t *conf, const dd_conf_item_t *it)
 
 void *dd_conf_slot(dd_conf_ctx_t *ctx, const dd_conf_item_t *it)
 {
+    if (ctx->shard) return (char *)ctx->shard + (it->off - offsetof(dd_conf_t, mysql));
     return ctx->route ? (void *)((char *)ctx->route + it->route_off) : dd_conf_field(ctx->conf, it);
 }
 
@@ -333,7 +365,7 @@ int *dd_conf_slot_cnt(dd_conf_ctx_t *ctx, const dd_conf_item_t *it)
 
 dd_conf_origin_t *dd_conf_origin(dd_conf_ctx_t *ctx, int idx)
 {
-    return ctx->route ? &ctx->route_origin[idx] : &ctx->origin[idx];
+    return ctx->route || ctx->shard ? &ctx->route_origin[idx] : &ctx->origin[idx];
 }
 
 /* "kafka.brokers" -> "DEDUPD_KAFKA_BROKERS". */
@@ -347,7 +379,7 @@ void dd_conf_env_name(const dd_conf_item_t *it, char *out, size_t out_size)
 
 int dd_conf_has_env(const dd_conf_item_t *it)
 {
-    return it->type != DD_CT_GROUP && it->type != DD_CT_ROUTES &&
+    return it->type != DD_CT_GROUP && it->type != DD_CT_ROUTES && it->type != DD_CT_SHARDS &&
            !(it->flags & (DD_CF_NOENV | DD_CF_ROUTE_ONLY));
 }
 

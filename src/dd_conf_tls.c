@@ -52,9 +52,18 @@ const char *dd_conf_tls_version_name(int version)
                                                                         : "?";
 }
 
-int dd_conf_tls_mode(const dd_conf_t *conf)
+int dd_conf_tls_mode(const dd_conf_mysql_t *my)
 {
-    return conf->mysql.socket ? DD_TLS_DISABLED : conf->mysql.tls.mode;
+    return my->socket ? DD_TLS_DISABLED : my->tls.mode;
+}
+
+const char *dd_conf_mysql_addr(const dd_conf_mysql_t *my, char *out, size_t out_size)
+{
+    if (my->socket)
+        snprintf(out, out_size, "%s", my->socket);
+    else
+        snprintf(out, out_size, "%s:%d", my->host, my->port);
+    return out;
 }
 
 /* The rules between the settings, on the final values with their paths
@@ -76,51 +85,51 @@ static int dd_conf_tls_fail(const char **setting, const char *which, char *msg, 
     return 1;
 }
 
-static int dd_conf_tls_rules(const dd_conf_t *conf, int any_explicit, const char **setting,
+static int dd_conf_tls_rules(const dd_conf_mysql_t *my, int any_explicit, const char **setting,
                              char *msg, size_t msg_size)
 {
-    const char *mode = dd_conf_tls_mode_name(conf->mysql.tls.mode);
+    const char *mode = dd_conf_tls_mode_name(my->tls.mode);
     const struct {
         const char *setting, *path;
-    } files[] = {{"mysql.tls.ca", conf->mysql.tls.ca},
-                 {"mysql.tls.cert", conf->mysql.tls.cert},
-                 {"mysql.tls.key", conf->mysql.tls.key}};
+    } files[] = {{"mysql.tls.ca", my->tls.ca},
+                 {"mysql.tls.cert", my->tls.cert},
+                 {"mysql.tls.key", my->tls.key}};
 
     for (size_t i = 0; i < DD_ARRAY_LEN(files); i++) {
         if (!files[i].path) continue;
-        if (conf->mysql.tls.mode == DD_TLS_DISABLED)
+        if (my->tls.mode == DD_TLS_DISABLED)
             return dd_conf_tls_fail(setting, files[i].setting, msg, msg_size,
                                     "mysql.tls.mode is disabled, so it would not be used");
         if (access(files[i].path, R_OK) != 0)
             return dd_conf_tls_fail(setting, files[i].setting, msg, msg_size, "cannot read %s: %s",
                                     files[i].path, strerror(errno));
     }
-    if (conf->mysql.tls.cert && !conf->mysql.tls.key)
+    if (my->tls.cert && !my->tls.key)
         return dd_conf_tls_fail(setting, "mysql.tls.cert", msg, msg_size,
                                 "needs mysql.tls.key, the certificate's private key");
-    if (conf->mysql.tls.key && !conf->mysql.tls.cert)
+    if (my->tls.key && !my->tls.cert)
         return dd_conf_tls_fail(setting, "mysql.tls.key", msg, msg_size,
                                 "needs mysql.tls.cert, the certificate it belongs to");
-    if (conf->mysql.tls.mode >= DD_TLS_VERIFY_CA && !conf->mysql.tls.ca)
+    if (my->tls.mode >= DD_TLS_VERIFY_CA && !my->tls.ca)
         return dd_conf_tls_fail(setting, "mysql.tls.mode", msg, msg_size,
                                 "%s needs mysql.tls.ca, the CA certificates the server's "
                                 "certificate must be signed by (for a publicly trusted "
                                 "certificate, the system's bundle, e.g. "
                                 "/etc/ssl/certs/ca-certificates.crt)",
                                 mode);
-    if (conf->mysql.tls.ca && conf->mysql.tls.mode < DD_TLS_VERIFY_CA)
+    if (my->tls.ca && my->tls.mode < DD_TLS_VERIFY_CA)
         return dd_conf_tls_fail(setting, "mysql.tls.ca", msg, msg_size,
                                 "is only used by verify_ca and verify_identity: under "
                                 "mysql.tls.mode %s the server's certificate is not checked; "
                                 "set the mode to verify_identity (or verify_ca) to check it "
                                 "against this CA",
                                 mode);
-    if (conf->mysql.socket && any_explicit && conf->mysql.tls.mode != DD_TLS_DISABLED) {
+    if (my->socket && any_explicit && my->tls.mode != DD_TLS_DISABLED) {
         *setting = "mysql.tls.mode";
         snprintf(msg, msg_size,
                  "dedupd connects through the unix socket %s (mysql.socket), which does not "
                  "leave this machine: TLS is not used and mysql.tls has no effect",
-                 conf->mysql.socket);
+                 my->socket);
         return 2;
     }
     return 0;
@@ -130,8 +139,8 @@ static int dd_conf_tls_rules(const dd_conf_t *conf, int any_explicit, const char
  * settings. The hook sits on min_version, the last of the group. */
 int dd_conf_check_tls(dd_conf_ctx_t *ctx, int idx)
 {
-    char **paths[] = {&ctx->conf->mysql.tls.ca, &ctx->conf->mysql.tls.cert,
-                      &ctx->conf->mysql.tls.key};
+    dd_conf_mysql_t *my = dd_conf_cur_mysql(ctx);
+    char **paths[] = {&my->tls.ca, &my->tls.cert, &my->tls.key};
     const char *setting = NULL;
     int explicit = 0, rc;
     char msg[512];
@@ -145,7 +154,7 @@ int dd_conf_check_tls(dd_conf_ctx_t *ctx, int idx)
     }
     for (int i = dd_conf_item_idx("mysql.tls.mode"); i <= idx; i++)
         explicit |= dd_conf_is_explicit(ctx, i);
-    rc = dd_conf_tls_rules(ctx->conf, explicit, &setting, msg, sizeof(msg));
+    rc = dd_conf_tls_rules(my, explicit, &setting, msg, sizeof(msg));
     if (rc == 2)
         return dd_conf_warn(ctx, dd_conf_item_idx(setting), "%s", msg) ? dd_conf_nomem(ctx) : 0;
     if (rc) return dd_conf_fail(ctx, dd_conf_item_idx(setting), NULL, "%s", msg);

@@ -20,6 +20,8 @@
 struct dd_db_s {
     MYSQL *mysql;
     const dd_conf_t *conf;
+    const dd_conf_mysql_t *my; /* the shard's settings */
+    int shard;
     int returning;       /* the server has INSERT ... RETURNING */
     int bulk;            /* the server takes arrays of parameters (COM_STMT_BULK_EXECUTE) */
     size_t max_packet;   /* the server's max_allowed_packet */
@@ -133,13 +135,12 @@ static int dd_db_check_statement(const dd_db_t *db, char *errstr, size_t errstr_
 
 static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
 {
-    const dd_conf_t *conf = db->conf;
-    unsigned int timeout =
-        (unsigned int)(conf->mysql.connect_timeout_s > 0 ? conf->mysql.connect_timeout_s : 5);
+    const dd_conf_mysql_t *my = db->my;
+    unsigned int timeout = (unsigned int)(my->connect_timeout_s > 0 ? my->connect_timeout_s : 5);
     unsigned int rw_timeout = 60;
     my_bool off = 0;
     unsigned int err;
-    char why[400], where[300];
+    char why[400], where[300], which[340] = "";
     const char *tls;
     int rc;
 
@@ -157,32 +158,30 @@ static int dd_db_connect(dd_db_t *db, char *errstr, size_t errstr_size)
     mysql_options(db->mysql, MYSQL_INIT_COMMAND,
                   "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
     mysql_options(db->mysql, MYSQL_INIT_COMMAND, "SET autocommit = 1");
-    if ((rc = dd_tls_set_options(db->mysql, conf, errstr, errstr_size))) {
+    if ((rc = dd_tls_set_options(db->mysql, my, errstr, errstr_size))) {
         mysql_close(db->mysql);
         db->mysql = NULL;
         return rc;
     }
 
-    if (!mysql_real_connect(db->mysql, conf->mysql.socket ? NULL : conf->mysql.host,
-                            conf->mysql.user, conf->mysql.password ? conf->mysql.password : "",
-                            conf->mysql.database, (unsigned int)conf->mysql.port,
-                            conf->mysql.socket, CLIENT_MULTI_STATEMENTS)) {
+    if (!mysql_real_connect(db->mysql, my->socket ? NULL : my->host, my->user,
+                            my->password ? my->password : "", my->database, (unsigned int)my->port,
+                            my->socket, CLIENT_MULTI_STATEMENTS)) {
         err = mysql_errno(db->mysql);
-        tls = dd_tls_explain(conf, err, mysql_error(db->mysql), why, sizeof(why));
-        if (conf->mysql.socket)
-            snprintf(where, sizeof(where), "%s", conf->mysql.socket);
-        else
-            snprintf(where, sizeof(where), "%s:%d", conf->mysql.host, conf->mysql.port);
-        dd_errstr_set(
-            errstr, errstr_size, "cannot connect to MySQL at %s (database %s): %s%s%u: %s", where,
-            conf->mysql.database, tls ? tls : "", tls ? ": " : "", err, mysql_error(db->mysql));
+        tls = dd_tls_explain(my, err, mysql_error(db->mysql), why, sizeof(why));
+        dd_conf_mysql_addr(my, where, sizeof(where));
+        if (db->conf->shard_cnt > 1)
+            snprintf(which, sizeof(which), "shard %d (%s): ", db->shard, where);
+        dd_errstr_set(errstr, errstr_size,
+                      "%scannot connect to MySQL at %s (database %s): %s%s%u: %s", which, where,
+                      my->database, tls ? tls : "", tls ? ": " : "", err, mysql_error(db->mysql));
         mysql_close(db->mysql);
         db->mysql = NULL;
         return err == 1045 || err == 1044 || err == 1049 ? DD_ERR_FATAL : DD_ERR_RETRIABLE;
     }
     db->returning = dd_db_server_has_returning(db->mysql);
     db->bulk = dd_db_server_has_bulk(db->mysql);
-    rc = dd_tls_check_session(db->mysql, conf, errstr, errstr_size);
+    rc = dd_tls_check_session(db->mysql, my, errstr, errstr_size);
     if (!rc) rc = dd_db_read_max_packet(db, errstr, errstr_size);
     if (!rc) rc = dd_db_check_statement(db, errstr, errstr_size);
     if (rc) {
@@ -205,16 +204,29 @@ static void dd_db_disconnect(dd_db_t *db)
 
 int dd_db_new(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
 {
+    return dd_db_new_shard(dbp, conf, 0, errstr, errstr_size);
+}
+
+int dd_db_new_shard(dd_db_t **dbp, const dd_conf_t *conf, int shard, char *errstr,
+                    size_t errstr_size)
+{
     dd_db_t *db;
     int rc;
 
     *dbp = NULL;
+    if (shard < 0 || shard >= conf->shard_cnt) {
+        dd_errstr_set(errstr, errstr_size, "shard %d does not exist (the configuration has %d)",
+                      shard, conf->shard_cnt);
+        return DD_ERR_ARG;
+    }
     db = calloc(1, sizeof(*db));
     if (!db) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         return DD_ERR_NOMEM;
     }
     db->conf = conf;
+    db->shard = shard;
+    db->my = &conf->shards[shard];
     rc = dd_db_connect(db, errstr, errstr_size);
     if (rc) {
         free(db);
@@ -235,6 +247,16 @@ void dd_db_destroy(dd_db_t *db)
     if (!db) return;
     dd_db_disconnect(db);
     free(db);
+}
+
+int dd_db_shard(const dd_db_t *db)
+{
+    return db->shard;
+}
+
+const dd_conf_mysql_t *dd_db_settings(const dd_db_t *db)
+{
+    return db->my;
 }
 
 int dd_db_has_bulk(const dd_db_t *db)

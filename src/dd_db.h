@@ -24,6 +24,13 @@ typedef struct dd_db_s dd_db_t;
  * explicit). Returns 0 or a negative dd_err_t (RETRIABLE when the server
  * cannot be reached, FATAL for access denied / unknown database). */
 int dd_db_new(dd_db_t **dbp, const dd_conf_t *conf, char *errstr, size_t errstr_size);
+/* The same for shard `shard` of conf->shards (dd_db_new is shard 0). With
+ * several shards, connection errors start "shard N (HOST:PORT): ". */
+int dd_db_new_shard(dd_db_t **dbp, const dd_conf_t *conf, int shard, char *errstr,
+                    size_t errstr_size);
+/* The shard the connection is to, and its settings. */
+int dd_db_shard(const dd_db_t *db);
+const dd_conf_mysql_t *dd_db_settings(const dd_db_t *db);
 /* Drops the connection and opens a new one with the same settings. */
 int dd_db_reconnect(dd_db_t *db, char *errstr, size_t errstr_size);
 void dd_db_destroy(dd_db_t *db);

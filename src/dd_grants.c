@@ -110,12 +110,13 @@ int dd_grants_explain(const char *account, const char *database, const char *tab
 }
 
 /* CURRENT_USER(): the account the server matched, into out. */
-static void dd_grants_current_user(MYSQL *mysql, const dd_conf_t *conf, char *out, size_t out_size)
+static void dd_grants_current_user(MYSQL *mysql, const dd_conf_mysql_t *my, char *out,
+                                   size_t out_size)
 {
     MYSQL_RES *res;
     MYSQL_ROW row;
 
-    snprintf(out, out_size, "%s", conf->mysql.user);
+    snprintf(out, out_size, "%s", my->user);
     if (mysql_real_query(mysql, "SELECT CURRENT_USER()", 21) != 0 ||
         !(res = mysql_store_result(mysql)))
         return;
@@ -142,11 +143,11 @@ int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, const char *table, unsig
         }
         if (mysql_stmt_prepare(stmt, sql, (unsigned long)strlen(sql)) != 0) {
             err = mysql_stmt_errno(stmt);
-            dd_grants_current_user(mysql, conf, account, sizeof(account));
-            if (dd_grants_explain(account, conf->mysql.database, table, dd_grants_probes[i].grant,
-                                  dd_grants_probes[i].on_db, dd_grants_probes[i].purpose,
-                                  dd_grants_probes[i].shown, err, mysql_stmt_error(stmt), errstr,
-                                  errstr_size)) {
+            dd_grants_current_user(mysql, dd_db_settings(db), account, sizeof(account));
+            if (dd_grants_explain(account, dd_db_settings(db)->database, table,
+                                  dd_grants_probes[i].grant, dd_grants_probes[i].on_db,
+                                  dd_grants_probes[i].purpose, dd_grants_probes[i].shown, err,
+                                  mysql_stmt_error(stmt), errstr, errstr_size)) {
                 rc = DD_ERR_FATAL;
             } else {
                 dd_errstr_set(errstr, errstr_size, "checking the privilege %s on %s: %u: %s",

@@ -41,23 +41,21 @@ static atomic_int dd_tls_logged;
 
 /* ---- connecting ---- */
 
-int dd_tls_set_options(MYSQL *mysql, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+int dd_tls_set_options(MYSQL *mysql, const dd_conf_mysql_t *my, char *errstr, size_t errstr_size)
 {
-    int mode = dd_conf_tls_mode(conf), bad = 0;
+    int mode = dd_conf_tls_mode(my), bad = 0;
     my_bool use = mode != DD_TLS_DISABLED, verify = mode == DD_TLS_VERIFY_IDENTITY;
 
     bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_ENFORCE, &use);
     bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
     if (use) {
         /* The CA only in verify modes: with one, Connector/C checks the chain. */
-        if (mode >= DD_TLS_VERIFY_CA)
-            bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_CA, conf->mysql.tls.ca);
-        if (conf->mysql.tls.cert) {
-            bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_CERT, conf->mysql.tls.cert);
-            bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_KEY, conf->mysql.tls.key);
+        if (mode >= DD_TLS_VERIFY_CA) bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_CA, my->tls.ca);
+        if (my->tls.cert) {
+            bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_CERT, my->tls.cert);
+            bad |= mysql_optionsv(mysql, MYSQL_OPT_SSL_KEY, my->tls.key);
         }
-        bad |= mysql_optionsv(mysql, MARIADB_OPT_TLS_VERSION,
-                              dd_tls_allowed[conf->mysql.tls.min_version]);
+        bad |= mysql_optionsv(mysql, MARIADB_OPT_TLS_VERSION, dd_tls_allowed[my->tls.min_version]);
     }
     if (bad) {
         dd_errstr_set(errstr, errstr_size, "setting the TLS options: out of memory");
@@ -98,9 +96,9 @@ void dd_tls_describe(MYSQL *mysql, char *out, size_t out_size)
         snprintf(out, out_size, "%s, cipher %s", version[0] ? version : "TLS", cipher);
 }
 
-int dd_tls_check_session(MYSQL *mysql, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+int dd_tls_check_session(MYSQL *mysql, const dd_conf_mysql_t *my, char *errstr, size_t errstr_size)
 {
-    int mode = dd_conf_tls_mode(conf), expected = 0;
+    int mode = dd_conf_tls_mode(my), expected = 0;
     const char *cipher = mysql_get_ssl_cipher(mysql);
     char what[200];
 
@@ -111,7 +109,7 @@ int dd_tls_check_session(MYSQL *mysql, const dd_conf_t *conf, char *errstr, size
                       "closed the session at once; enable TLS on the server "
                       "(ssl_cert, ssl_key), or set mysql.tls.mode to preferred or disabled "
                       "for a server reached only over a network you trust",
-                      conf->mysql.host, conf->mysql.port, dd_conf_tls_mode_name(mode));
+                      my->host, my->port, dd_conf_tls_mode_name(mode));
         return DD_ERR_FATAL;
     }
     if (!atomic_compare_exchange_strong(&dd_tls_logged, &expected, 1)) return DD_OK;
@@ -119,19 +117,19 @@ int dd_tls_check_session(MYSQL *mysql, const dd_conf_t *conf, char *errstr, size
         dd_log(DD_LOG_WARN,
                "The database session to %s:%d is not encrypted: the server offers no TLS "
                "(mysql.tls.mode is preferred).",
-               conf->mysql.host, conf->mysql.port);
+               my->host, my->port);
         return DD_OK;
     }
     dd_tls_describe(mysql, what, sizeof(what));
-    dd_log(DD_LOG_INFO, "Database sessions to %s:%d use TLS: %s (mysql.tls.mode %s).",
-           conf->mysql.host, conf->mysql.port, what, dd_conf_tls_mode_name(mode));
+    dd_log(DD_LOG_INFO, "Database sessions to %s:%d use TLS: %s (mysql.tls.mode %s).", my->host,
+           my->port, what, dd_conf_tls_mode_name(mode));
     return DD_OK;
 }
 
-const char *dd_tls_explain(const dd_conf_t *conf, unsigned int err, const char *msg, char *out,
+const char *dd_tls_explain(const dd_conf_mysql_t *my, unsigned int err, const char *msg, char *out,
                            size_t out_size)
 {
-    int mode = dd_conf_tls_mode(conf);
+    int mode = dd_conf_tls_mode(my);
 
     if (mode == DD_TLS_DISABLED || err != 2026 || !msg) return NULL;
     if (strstr(msg, "server does not support it"))
@@ -145,18 +143,18 @@ const char *dd_tls_explain(const dd_conf_t *conf, unsigned int err, const char *
                  "the server's TLS certificate does not name the host %s, which "
                  "mysql.tls.mode verify_identity requires; set mysql.host to a name the "
                  "certificate has",
-                 conf->mysql.host);
+                 my->host);
     else if (strstr(msg, "protocol"))
         snprintf(out, out_size,
                  "the server and dedupd have no TLS version in common at or above "
                  "mysql.tls.min_version (%s)",
-                 dd_conf_tls_version_name(conf->mysql.tls.min_version));
+                 dd_conf_tls_version_name(my->tls.min_version));
     else if (mode >= DD_TLS_VERIFY_CA && strstr(msg, "certificate"))
         snprintf(out, out_size,
                  "the server's TLS certificate could not be verified with the CA certificates "
                  "in mysql.tls.ca (%s): it is signed by another CA, or is expired or not yet "
                  "valid",
-                 conf->mysql.tls.ca);
+                 my->tls.ca);
     else
         snprintf(out, out_size, "TLS failed (mysql.tls.mode %s)", dd_conf_tls_mode_name(mode));
     return out;

@@ -88,7 +88,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(conf->mysql.tls.mode, DD_TLS_REQUIRED);
     ck_assert_int_eq(conf->mysql.tls.min_version, DD_TLS_V1_2);
     ck_assert_ptr_null(conf->mysql.tls.ca);
-    ck_assert_int_eq(dd_conf_tls_mode(conf), DD_TLS_REQUIRED);
+    ck_assert_int_eq(dd_conf_tls_mode(&conf->mysql), DD_TLS_REQUIRED);
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -159,7 +159,7 @@ START_TEST(test_socket)
     dd_conf_t *conf = load("mysql = { database = \"db\"; socket = \"/run/m.sock\"; };");
 
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_int_eq(dd_conf_tls_mode(conf), DD_TLS_DISABLED);
+    ck_assert_int_eq(dd_conf_tls_mode(&conf->mysql), DD_TLS_DISABLED);
     ck_assert_int_eq(conf->warning_cnt, 0);
     dd_conf_destroy(conf);
     conf = load("mysql = { database = \"db\"; socket = \"/run/m.sock\";\n"
@@ -207,20 +207,22 @@ START_TEST(test_explain)
     char out[512];
 
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_ptr_null(dd_tls_explain(conf, 2003, "Can't connect", out, sizeof(out)));
-    ck_assert_ptr_nonnull(
-        dd_tls_explain(conf, 2026, "TLS/SSL error: Validation of SSL server certificate failed",
-                       out, sizeof(out)));
+    ck_assert_ptr_null(dd_tls_explain(&conf->mysql, 2003, "Can't connect", out, sizeof(out)));
+    ck_assert_ptr_nonnull(dd_tls_explain(
+        &conf->mysql, 2026, "TLS/SSL error: Validation of SSL server certificate failed", out,
+        sizeof(out)));
     ck_assert_msg(strstr(out, "does not name the host db.example"), "%s", out);
-    dd_tls_explain(conf, 2026, "TLS/SSL error: unable to get local issuer certificate", out,
+    dd_tls_explain(&conf->mysql, 2026, "TLS/SSL error: unable to get local issuer certificate", out,
                    sizeof(out));
     ck_assert_msg(strstr(out, "could not be verified with the CA certificates in mysql.tls.ca"),
                   "%s", out);
-    dd_tls_explain(conf, 2026, "TLS/SSL error: SSL is required, but the server does not support it",
-                   out, sizeof(out));
+    dd_tls_explain(&conf->mysql, 2026,
+                   "TLS/SSL error: SSL is required, but the server does not support it", out,
+                   sizeof(out));
     ck_assert_msg(strstr(out, "the server offers no TLS"), "%s", out);
-    dd_tls_explain(conf, 2026, "TLS/SSL error: error:0A000102:SSL routines::unsupported protocol",
-                   out, sizeof(out));
+    dd_tls_explain(&conf->mysql, 2026,
+                   "TLS/SSL error: error:0A000102:SSL routines::unsupported protocol", out,
+                   sizeof(out));
     ck_assert_msg(strstr(out, "no TLS version in common at or above mysql.tls.min_version"), "%s",
                   out);
     dd_conf_destroy(conf);

@@ -1,0 +1,273 @@
+/*
+ * Unit tests for the database shards of a configuration
+ * (dd_conf_shard.c): the one shard of a file without mysql.shards, the
+ * elements inheriting the mysql group's settings, every refusal with the
+ * FILE:LINE users will see, and the routing settings of a route
+ * (dedup.shard_key, shard_by, shard_map).
+ */
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dd_common.h"
+#include "dd_conf.h"
+#include "dd_shard.h"
+
+#define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
+#define D_LINE "dedup = { key = \"k:${m}:${id}\"; };\nhandler = { path = \"h.so\"; };\n"
+
+static char tmpdir[PATH_MAX];
+static char confpath[PATH_MAX + 32];
+static char mappath[PATH_MAX + 32];
+static char errstr[PATH_MAX + 2048];
+
+static void setup(void)
+{
+    char made[PATH_MAX];
+
+    snprintf(made, sizeof(made), "/tmp/dd_test_conf_shards.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(made));
+    ck_assert_ptr_nonnull(realpath(made, tmpdir));
+    snprintf(confpath, sizeof(confpath), "%s/dedupd.conf", tmpdir);
+    snprintf(mappath, sizeof(mappath), "%s/shards.map", tmpdir);
+    errstr[0] = '\0';
+}
+
+static void teardown(void)
+{
+    unlink(confpath);
+    unlink(mappath);
+    rmdir(tmpdir);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static dd_conf_t *load(const char *text, int *errp)
+{
+    dd_conf_t *conf = NULL;
+
+    write_file(confpath, text);
+    *errp = dd_conf_load(&conf, confpath, errstr, sizeof(errstr));
+    return conf;
+}
+
+static dd_conf_t *load_ok(const char *text)
+{
+    int err;
+    dd_conf_t *conf = load(text, &err);
+
+    ck_assert_msg(err == 0, "load failed: %s", errstr);
+    return conf;
+}
+
+/* Without mysql.shards, the mysql group is shard 0. */
+START_TEST(test_one_shard)
+{
+    dd_conf_t *conf = load_ok(K_LINE "mysql = {\n  host = \"db1\";\n  database = \"pay\";\n"
+                                     "  password = \"pw\";\n};\n" D_LINE);
+
+    ck_assert_int_eq(conf->shard_cnt, 1);
+    ck_assert_str_eq(conf->shards[0].host, "db1");
+    ck_assert_str_eq(conf->shards[0].database, "pay");
+    ck_assert_str_eq(conf->shards[0].password, "pw");
+    ck_assert_int_eq(conf->shards[0].port, 3306);
+    ck_assert_ptr_ne(conf->shards[0].host, conf->mysql.host);
+    ck_assert_int_eq(conf->routes[0].dedup.shard_by, DD_SHARD_HASH);
+    ck_assert_ptr_null(conf->routes[0].dedup.shard_key);
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+/* Each element has the group's settings it does not set. */
+START_TEST(test_shards_inherit)
+{
+    dd_conf_t *conf;
+    char want[PATH_MAX + 64];
+
+    setenv("DD_TEST_SHARD_PW", "envpw", 1);
+    conf = load_ok(K_LINE "mysql = {\n"
+                          "  user = \"app\";\n"
+                          "  password = \"shared\";\n"
+                          "  database = \"pay\";\n"
+                          "  tls = { mode = \"disabled\"; };\n"
+                          "  shards = (\n"
+                          "    { host = \"10.0.0.1\"; },\n"
+                          "    { host = \"10.0.0.2\"; port = 3307; database = \"pay2\"; },\n"
+                          "    { socket = \"/run/s.sock\"; password_env = \"DD_TEST_SHARD_PW\"; "
+                          "tls = { mode = \"preferred\"; }; }\n"
+                          "  );\n"
+                          "};\n" D_LINE);
+    ck_assert_int_eq(conf->shard_cnt, 3);
+    ck_assert_str_eq(conf->shards[0].host, "10.0.0.1");
+    ck_assert_str_eq(conf->shards[0].user, "app");
+    ck_assert_str_eq(conf->shards[0].password, "shared");
+    ck_assert_str_eq(conf->shards[0].database, "pay");
+    ck_assert_int_eq(conf->shards[0].port, 3306);
+    ck_assert_int_eq(conf->shards[0].tls.mode, DD_TLS_DISABLED);
+    ck_assert_str_eq(conf->shards[1].host, "10.0.0.2");
+    ck_assert_int_eq(conf->shards[1].port, 3307);
+    ck_assert_str_eq(conf->shards[1].database, "pay2");
+    ck_assert_str_eq(conf->shards[2].host, "127.0.0.1");
+    ck_assert_str_eq(conf->shards[2].socket, "/run/s.sock");
+    ck_assert_str_eq(conf->shards[2].password, "envpw");
+    ck_assert_str_eq(conf->shards[2].password_env, "DD_TEST_SHARD_PW");
+    ck_assert_int_eq(conf->shards[2].tls.mode, DD_TLS_PREFERRED);
+    /* the group keeps its own values */
+    ck_assert_str_eq(conf->mysql.host, "127.0.0.1");
+    snprintf(want, sizeof(want), "%s:9", confpath);
+    ck_assert_str_eq(conf->shards[1].where, want);
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+static const struct {
+    const char *text;
+    const char *want; /* %s: the path */
+} bad_shards[] = {
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { host = \"a\"; },\n"
+            "    { hots = \"b\"; }\n  );\n};\n" D_LINE,
+     "%s:6: shard 1: unknown setting hots"},
+    {K_LINE
+     "mysql = {\n  database = \"d\";\n  shards = (\n    { port = 70000; }\n  );\n};\n" D_LINE,
+     "%s:5: shard 0: setting port: must be between 1 and 65535, got 70000"},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { shards = (); }\n  );\n};\n" D_LINE,
+     "%s:5: shard 0: unknown setting shards"},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = ();\n};\n" D_LINE,
+     "%s:4: setting mysql.shards: expected a list of one or more groups, ( { host = ...; }, ... )"},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = ( \"a\" );\n};\n" D_LINE,
+     "%s:4: setting mysql.shards: element 1: expected a group, { host = ...; ... }"},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { password = \"a\"; "
+            "password_env = \"B\"; }\n  );\n};\n" D_LINE,
+     "%s:5: shard 0: setting password_env: at most one of mysql.password, mysql.password_env and "
+     "mysql.password_file may be set"},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { tls = { mode = \"verify_ca\"; "
+            "}; }\n  );\n};\n" D_LINE,
+     "%s:5: shard 0: setting tls.mode: verify_ca needs mysql.tls.ca, the CA certificates the "
+     "server's certificate must be signed by (for a publicly trusted certificate, the system's "
+     "bundle, e.g. /etc/ssl/certs/ca-certificates.crt)"},
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_key = \"${x}\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_key: ${x} is not a field of dedup.key"},
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_by = \"map\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_by: map needs dedup.shard_map, the file of ranges"},
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_by = \"range\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_by: expected one of hash|modulo|map, got \"range\""},
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_map = \"x.map\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_map: is only used with dedup.shard_by map"},
+};
+
+START_TEST(test_bad_shards)
+{
+    char want[3 * PATH_MAX + 1024];
+    int err;
+
+    snprintf(want, sizeof(want), bad_shards[_i].want, confpath);
+    ck_assert_ptr_null(load(bad_shards[_i].text, &err));
+    ck_assert_int_eq(err, DD_ERR_CONFIG);
+    ck_assert_str_eq(errstr, want);
+}
+END_TEST
+
+START_TEST(test_too_many_shards)
+{
+    char text[8192] = K_LINE "mysql = {\n  database = \"d\";\n  shards = (";
+    char want[PATH_MAX + 128];
+    int err;
+
+    for (int i = 0; i <= DD_CONF_SHARD_MAX; i++)
+        strcat(text, i ? ", {}" : "{}");
+    strcat(text, ");\n};\n" D_LINE);
+    snprintf(want, sizeof(want),
+             "%s:4: setting mysql.shards: has 65 shards, at most 64 are allowed", confpath);
+    ck_assert_ptr_null(load(text, &err));
+    ck_assert_str_eq(errstr, want);
+}
+END_TEST
+
+/* A route's map is read when the file is loaded, against the shard count. */
+START_TEST(test_route_map)
+{
+    dd_conf_t *conf;
+    char want[2 * PATH_MAX + 256];
+    int err;
+    const char *text = K_LINE "mysql = {\n  database = \"d\";\n  shards = ( {}, {} );\n};\n"
+                              "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_key = \"${m}\";\n"
+                              "  shard_by = \"map\";\n  shard_map = \"shards.map\";\n};\n"
+                              "handler = { path = \"h.so\"; };\n";
+
+    write_file(mappath, "0 99 0\n100 199 1\n");
+    conf = load_ok(text);
+    ck_assert_int_eq(conf->shard_cnt, 2);
+    ck_assert_int_eq(conf->routes[0].dedup.shard_by, DD_SHARD_MAP);
+    ck_assert_str_eq(conf->routes[0].dedup.shard_key, "${m}");
+    ck_assert_str_eq(conf->routes[0].dedup.shard_map, mappath);
+    dd_conf_destroy(conf);
+
+    write_file(mappath, "0 99 0\n100 199 2\n");
+    ck_assert_ptr_null(load(text, &err));
+    snprintf(want, sizeof(want),
+             "%s:10: setting dedup.shard_map: %s:2: shard 2 does not exist: the configuration has "
+             "2 (0..1)",
+             confpath, mappath);
+    ck_assert_str_eq(errstr, want);
+}
+END_TEST
+
+START_TEST(test_route_shard_settings)
+{
+    dd_conf_t *conf =
+        load_ok("kafka = { brokers = \"b:9092\"; group = \"g\"; };\n"
+                "mysql = { database = \"d\"; shards = ( {}, {}, {} ); };\n"
+                "routes = (\n"
+                "  { name = \"a\"; topics = [\"t1\"]; key = \"k:${m}:${id}\"; table = \"ta\"; "
+                "handler = { path = \"h.so\"; }; shard_key = \"${m}\"; shard_by = \"modulo\"; },\n"
+                "  { name = \"b\"; topics = [\"t2\"]; key = \"k:${m}:${id}\"; table = \"tb\"; "
+                "handler = { path = \"h.so\"; }; }\n"
+                ");\n");
+
+    ck_assert_int_eq(conf->routes[0].dedup.shard_by, DD_SHARD_MODULO);
+    ck_assert_str_eq(conf->routes[0].dedup.shard_key, "${m}");
+    ck_assert_int_eq(conf->routes[1].dedup.shard_by, DD_SHARD_HASH);
+    ck_assert_ptr_null(conf->routes[1].dedup.shard_key);
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("conf_shards");
+    TCase *tc = tcase_create("shards");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_one_shard);
+    tcase_add_test(tc, test_shards_inherit);
+    tcase_add_loop_test(tc, test_bad_shards, 0, (int)DD_ARRAY_LEN(bad_shards));
+    tcase_add_test(tc, test_too_many_shards);
+    tcase_add_test(tc, test_route_map);
+    tcase_add_test(tc, test_route_shard_settings);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
