@@ -16,6 +16,7 @@ GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE ON `payments`.* TO 'dedupd_mi
 -- route's dedup table (routes[].table).
 GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedup_record` TO 'dedupd'@'%';
 GRANT SELECT ON `payments`.`dedupd_schema` TO 'dedupd'@'%';
+GRANT SELECT ON `payments`.`dedupd_shard_layout` TO 'dedupd'@'%';
 GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';
 
 -- [ledger] the example handler (examples/ledger/): what its statements

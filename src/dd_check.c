@@ -171,6 +171,17 @@ static int dd_check_shard(const dd_conf_t *conf, int s)
     }
     if (!my->socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
     printf("ok   database: %sconnected to %s as %s (%s)\n", which, my->database, my->user, tls);
+    if (conf->shard_cnt > 1) {
+        char who[340];
+        if (dd_migrate_layout_check(dd_db_mysql(db), dd_conf_shard_name(conf, s, who, sizeof(who)),
+                                    s, conf->shard_cnt, 1, err, sizeof(err)) == DD_OK) {
+            printf("ok   database: %srecords the layout shard %d of %d\n", which, s,
+                   conf->shard_cnt);
+        } else {
+            printf("FAIL database: %s\n", err);
+            bad = 1;
+        }
+    }
     for (int r = 0; r < conf->route_cnt; r++)
         bad |= dd_check_table(conf, db, r);
     dd_db_destroy(db);

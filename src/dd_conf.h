@@ -241,5 +241,8 @@ const char *dd_conf_tls_version_name(int version);
 int dd_conf_tls_mode(const dd_conf_mysql_t *my);
 /* "127.0.0.1:3307" or the socket path of a database, written to out. */
 const char *dd_conf_mysql_addr(const dd_conf_mysql_t *my, char *out, size_t out_size);
+/* "shard 1 (127.0.0.1:3307)" for shard s of conf, or "the database
+ * (127.0.0.1:3306)" when it has one; written to out. */
+const char *dd_conf_shard_name(const dd_conf_t *conf, int s, char *out, size_t out_size);
 
 #endif /* DD_CONF_H */

@@ -57,6 +57,18 @@ int dd_conf_tls_mode(const dd_conf_mysql_t *my)
     return my->socket ? DD_TLS_DISABLED : my->tls.mode;
 }
 
+const char *dd_conf_shard_name(const dd_conf_t *conf, int s, char *out, size_t out_size)
+{
+    char addr[300];
+
+    dd_conf_mysql_addr(&conf->shards[s], addr, sizeof(addr));
+    if (conf->shard_cnt > 1)
+        snprintf(out, out_size, "shard %d (%s)", s, addr);
+    else
+        snprintf(out, out_size, "the database (%s)", addr);
+    return out;
+}
+
 const char *dd_conf_mysql_addr(const dd_conf_mysql_t *my, char *out, size_t out_size)
 {
     if (my->socket)

@@ -87,13 +87,13 @@ struct dd_http_s {
     int prober_started;
     atomic_int stop; /* set by dd_http_stop, read by the prober */
     pthread_mutex_t mu;
-    dd_db_t *db;         /* prober thread only */
-    int db_ok;           /* last ping answered */
-    int64_t db_check_ms; /* dd_now_ms() when the last ping completed, 0: never */
-    char db_err[256];
-    int64_t idle_seen_ms; /* dd_now_ms() when nothing was last seen in flight */
-    int64_t warned_ms;    /* the last rate-limited warning, under mu */
-    uint64_t unwarned;    /* messages since then logged at debug level only */
+    dd_db_t *db[DD_CONF_SHARD_MAX]; /* prober thread only: a connection per shard */
+    int db_ok;                      /* the last pings answered, every shard's */
+    int64_t db_check_ms;            /* dd_now_ms() when the last pings completed, 0: never */
+    char db_err[400];               /* the first shard's that did not: what it said */
+    int64_t idle_seen_ms;           /* dd_now_ms() when nothing was last seen in flight */
+    int64_t warned_ms;              /* the last rate-limited warning, under mu */
+    uint64_t unwarned;              /* messages since then logged at debug level only */
 
     /* open connections, oldest first, under conn_mu */
     pthread_mutex_t conn_mu;
@@ -296,17 +296,36 @@ static void dd_http_on_completed(void *cls, struct MHD_Connection *conn, void **
 /* One ping, reconnecting when the connection is gone. Auto-reconnect is
  * off on every dedupd connection, so a restarted server needs an explicit
  * dd_db_reconnect. */
+static int dd_http_ping_shard(dd_http_t *http, int s, char *errstr, size_t errstr_size)
+{
+    if (!http->db[s]) return dd_db_new_shard(&http->db[s], http->conf, s, errstr, errstr_size);
+    if (dd_db_mysql(http->db[s]) && mysql_ping(dd_db_mysql(http->db[s])) == 0) return DD_OK;
+    return dd_db_reconnect(http->db[s], errstr, errstr_size);
+}
+
+/* Every shard answers; else errstr names the first that did not ("shard 1
+ * (127.0.0.1:3307) unreachable: ..." with several). */
 static int dd_http_ping(dd_http_t *http, char *errstr, size_t errstr_size)
 {
-    if (!http->db) return dd_db_new(&http->db, http->conf, errstr, errstr_size);
-    if (dd_db_mysql(http->db) && mysql_ping(dd_db_mysql(http->db)) == 0) return DD_OK;
-    return dd_db_reconnect(http->db, errstr, errstr_size);
+    char err[256], addr[300];
+    int rc = DD_OK;
+
+    for (int s = 0; s < http->conf->shard_cnt; s++) {
+        if (dd_http_ping_shard(http, s, err, sizeof(err)) == DD_OK || rc) continue;
+        rc = DD_ERR_RETRIABLE;
+        if (http->conf->shard_cnt == 1)
+            dd_errstr_set(errstr, errstr_size, "%s", err);
+        else
+            dd_errstr_set(errstr, errstr_size, "shard %d (%s) unreachable: %s", s,
+                          dd_conf_mysql_addr(&http->conf->shards[s], addr, sizeof(addr)), err);
+    }
+    return rc;
 }
 
 static void *dd_http_prober_main(void *arg)
 {
     dd_http_t *http = arg;
-    char err[256], why[200];
+    char err[400], why[200];
 
     while (!atomic_load(&http->stop)) {
         dd_stats_t s;
@@ -374,7 +393,7 @@ static unsigned int dd_http_ready(dd_http_t *http, char *text, size_t size)
     dd_stats_t s;
     int64_t now = dd_now_ms(), checked;
     int ok;
-    char err[256];
+    char err[400];
 
     dd_pipeline_stats(http->pl, &s);
     pthread_mutex_lock(&http->mu);
@@ -390,6 +409,10 @@ static unsigned int dd_http_ready(dd_http_t *http, char *text, size_t size)
     if (!checked || now - checked > DD_HTTP_PING_STALE_MS) {
         snprintf(text, size, "not ready: the database did not answer a ping within %d ms\n",
                  DD_HTTP_PING_STALE_MS);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    if (!ok && http->conf->shard_cnt > 1) {
+        snprintf(text, size, "not ready: %s\n", err);
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     }
     if (!ok) {
@@ -629,7 +652,8 @@ void dd_http_destroy(dd_http_t *http)
 {
     if (!http) return;
     dd_http_stop(http);
-    dd_db_destroy(http->db);
+    for (int s = 0; s < DD_CONF_SHARD_MAX; s++)
+        dd_db_destroy(http->db[s]);
     pthread_mutex_destroy(&http->conn_mu);
     pthread_mutex_destroy(&http->mu);
     free(http);

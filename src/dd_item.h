@@ -48,6 +48,7 @@ typedef struct dd_item_s {
     int64_t t_poll_ms;
     int64_t t_poll_us; /* for the poll -> finish latency histogram */
     int route;         /* the message's route: its topic's, an index of conf->routes */
+    int shard;         /* the database shard its rows live in, an index of conf->shards */
 
     cJSON *json; /* owned; in the parse pool the item was parsed into */
     char key[DD_KEY_MAX + 1];

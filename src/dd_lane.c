@@ -158,10 +158,14 @@ int dd_lane_reconnect(dd_lane_t *lane, char *errstr, size_t errstr_size)
 
     if (lane->conn_ready && dd_db_mysql(lane->db) && mysql_ping(dd_db_mysql(lane->db)) == 0)
         return DD_OK;
+    atomic_store(&lane->down, 1);
     dd_lane_conn_close(lane);
     rc = dd_db_reconnect(lane->db, errstr, errstr_size);
     if (!rc) rc = dd_lane_conn_open(lane, errstr, errstr_size);
-    if (!rc) dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
+    if (!rc) {
+        atomic_store(&lane->down, 0);
+        dd_log(DD_LOG_INFO, "Lane %d: reconnected to the database.", lane->idx);
+    }
     return rc;
 }
 
@@ -268,6 +272,7 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
         dd_lane_carry(&d, &carried);
         if (rc == DD_ERR_RETRIABLE) {
             dd_stats_t e = {.db_errors_retriable = 1};
+            e.shard[lane->shard].db_errors_retriable = 1;
             dd_lane_carry(&e, &d); /* what the failed attempt saw still happened */
             dd_lanes_post(lane->group, NULL, 0, &e);
             rc = dd_lane_recover(lane, ++db_attempt, err);
@@ -350,6 +355,7 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     if (!lane) goto nomem;
     lane->group = group;
     lane->idx = idx;
+    lane->shard = idx / group->workers;
     lane->seed = (unsigned int)(time(NULL) ^ (idx * 7919));
     lane->need = cap;
     lane->cap = cap;
@@ -386,7 +392,7 @@ nomem:
 
 int dd_lane_start(dd_lane_t *lane, char *errstr, size_t errstr_size)
 {
-    int rc = dd_db_new(&lane->db, lane->group->conf, errstr, errstr_size);
+    int rc = dd_db_new_shard(&lane->db, lane->group->conf, lane->shard, errstr, errstr_size);
 
     if (!rc)
         rc = dd_claim_require(lane->db, &lane->group->copts[lane->group->need_route], errstr,

@@ -149,6 +149,7 @@ static void dd_lane_ext_msg(const dd_item_t *item, dedupd_msg *msg)
         .json = item->json,
         .biz_key = item->key,
         .fence = item->fence,
+        .shard = item->shard,
     };
 }
 
@@ -397,6 +398,7 @@ static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     if (applied) {
         d->applied++;
         d->route[item->route].applied++;
+        d->shard[item->shard].applied++;
     }
     return DD_EXT_DONE;
 }

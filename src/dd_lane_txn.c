@@ -180,6 +180,7 @@ static void dd_lane_msg_fill(dd_lane_t *lane, const dd_item_t *item, size_t *at,
         .payload_len = rkm->len,
         .json = item->json,
         .biz_key = item->key,
+        .shard = item->shard,
     };
     if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     for (size_t i = 0; *at + n < lane->hdr_cap; i++) {
@@ -214,6 +215,7 @@ static void dd_lane_applied(dd_item_t *item, char *response, dd_stats_t *d)
     item->outcome = DD_OUT_APPLIED;
     d->applied++;
     d->route[item->route].applied++;
+    d->shard[item->shard].applied++;
 }
 
 /* DD_ERR_RETRIABLE (with errstr) when the handler's last statement failed

@@ -36,6 +36,7 @@ void dd_lanes_set_fatal(dd_lanes_t *lanes, int idx, const char *err)
     if (!atomic_load(&lanes->fatal)) {
         snprintf(lanes->fatal_err, sizeof(lanes->fatal_err), "lane %d: %.1000s", idx, err);
         lanes->stats.db_errors_fatal++;
+        if (lanes->lane[idx]) lanes->stats.shard[lanes->lane[idx]->shard].db_errors_fatal++;
         atomic_store(&lanes->fatal, 1);
     }
     pthread_cond_signal(&lanes->cv);
@@ -84,7 +85,10 @@ static uint32_t dd_lanes_route(const void *key, size_t len)
 
 void dd_lanes_push(dd_lanes_t *lanes, const void *lane_key, size_t lane_len, dd_item_t *item)
 {
-    dd_lane_push(lanes->lane[dd_lanes_route(lane_key, lane_len) % (uint32_t)lanes->n], item);
+    int shard = item->shard >= 0 && item->shard < lanes->conf->shard_cnt ? item->shard : 0;
+    uint32_t lane = dd_lanes_route(lane_key, lane_len) % (uint32_t)lanes->workers;
+
+    dd_lane_push(lanes->lane[(uint32_t)(shard * lanes->workers) + lane], item);
 }
 
 int dd_lanes_failed(dd_lanes_t *lanes, char *errstr, size_t errstr_size)
@@ -143,6 +147,12 @@ void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out)
     pthread_mutex_lock(&lanes->mu);
     dd_stats_add(out, &lanes->stats);
     pthread_mutex_unlock(&lanes->mu);
+    out->shard_cnt = lanes->conf->shard_cnt;
+    for (int s = 0; s < lanes->conf->shard_cnt && s < DD_STATS_SHARD_MAX; s++)
+        out->shard_up[s] = 1;
+    for (int i = 0; i < lanes->n; i++)
+        if (lanes->lane[i] && atomic_load(&lanes->lane[i]->down))
+            out->shard_up[lanes->lane[i]->shard] = 0;
 }
 
 /* ---- life cycle ---- */
@@ -155,14 +165,16 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
     int rc = DD_OK;
 
     *lanesp = NULL;
-    if (!lanes || !(lanes->lane = calloc((size_t)(n > 0 ? n : 1), sizeof(*lanes->lane)))) {
+    if (n < 1) n = 1;
+    if (!lanes || !(lanes->lane = calloc((size_t)(n * conf->shard_cnt), sizeof(*lanes->lane)))) {
         free(lanes);
         dd_errstr_set(errstr, errstr_size, "out of memory");
         return DD_ERR_NOMEM;
     }
     lanes->conf = conf;
     lanes->routes = routes;
-    lanes->n = n > 0 ? n : 1;
+    lanes->workers = n;
+    lanes->n = n * conf->shard_cnt;
     pthread_mutex_init(&lanes->mu, NULL);
     pthread_cond_init(&lanes->cv, NULL);
     dd_instance_name(instance, sizeof(instance));
@@ -180,6 +192,16 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
      * route in external mode. */
     for (int r = 0; r < routes->cnt; r++) {
         lanes->external[r] = dd_handler_mode(routes->route[r].h) == DEDUPD_MODE_EXTERNAL;
+        /* the renewer and the compensation scan hold one connection */
+        if (!rc && lanes->external[r] && conf->shard_cnt > 1) {
+            dd_errstr_set(errstr, errstr_size,
+                          "%s%s%shandler %s is in external mode, and external mode with several "
+                          "database shards (mysql.shards) is not supported",
+                          conf->has_routes ? "route " : "",
+                          conf->has_routes ? routes->route[r].conf->name : "",
+                          conf->has_routes ? ": " : "", routes->route[r].conf->handler.path);
+            rc = DD_ERR_CONFIG;
+        }
         dd_external_opts_init(&lanes->xopts[r], conf, routes->route[r].conf, lanes->owner);
         if (!rc && lanes->external[r] && !lanes->lease)
             rc = dd_lease_new(&lanes->lease, conf, errstr, errstr_size);

@@ -9,6 +9,17 @@
  * lane key always go to the same lane, in the order they were pushed, so
  * one key is never in two transactions of this process at once.
  *
+ * With several database shards (mysql.shards) a group has n lanes per
+ * shard, each connected to its shard; an item goes to a lane of its shard
+ * (item->shard), chosen among them by its lane key. Why lanes per shard,
+ * rather than one lane with a connection per shard splitting its batch: a
+ * lane retrying a transaction against a shard that is down would hold up
+ * the other shards' messages queued behind it. With lanes per shard a down
+ * shard holds back only its own messages; the consumer's watermark (an
+ * offset is stored only up to the first unfinished message of its
+ * partition) waits for them, while the other shards' messages keep flowing
+ * up to batch.max_inflight.
+ *
  * A batch may hold messages of several routes (dd_routes.h): each is
  * claimed in its route's dedup table and applied by its route's handler,
  * all in the one transaction. Every lane's connection gets the handler
@@ -44,7 +55,7 @@
 
 typedef struct dd_lanes_s dd_lanes_t;
 
-/* A group of n lanes (at least 1) applying each item (item->route) with
+/* A group of n lanes per database shard (at least 1) applying each item (item->route) with
  * its route of routes, whose handlers must all be set; routes stays the
  * caller's and must outlive the group. The group bounds each handler's
  * responses (its route's handler.max_response_bytes). Claimed rows name
@@ -58,7 +69,8 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
  * are then stopped. */
 int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size);
 
-/* Queues item on the lane lane_key[0..lane_len) hashes to. */
+/* Queues item on the lane of its shard (item->shard) lane_key[0..lane_len)
+ * hashes to. */
 void dd_lanes_push(dd_lanes_t *lanes, const void *lane_key, size_t lane_len, dd_item_t *item);
 
 /* Takes the list of finished items (NULL when none), waiting up to wait_ms
@@ -87,7 +99,8 @@ int dd_lanes_stopped(const dd_lanes_t *lanes);
 int dd_lanes_waiting(dd_lanes_t *lanes, int64_t min_ms, char *out, size_t out_size);
 
 /* Adds the lanes' counters (applied, duplicates, conflicts, retries,
- * batches, database errors, the batch histogram; per route too) to out. */
+ * batches, database errors, the batch histogram; per route and per shard
+ * too) to out, and sets its shard gauges (shard_cnt, shard_up). */
 void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out);
 
 /* Stops the group if needed and frees it, with any item still in it

@@ -36,7 +36,8 @@ struct dd_lanes_s {
     dd_external_opts_t xopts[DD_CONF_ROUTE_MAX];
     dd_lease_t *lease;
     dd_lane_t **lane;
-    int n;
+    int n;       /* lanes: workers per shard, shards in a row (lane i is shard i / workers's) */
+    int workers; /* lanes per shard */
 
     pthread_mutex_t mu; /* guards done list, stats and fatal_err */
     pthread_cond_t cv;  /* signalled when items are done or a lane failed */
@@ -69,6 +70,8 @@ typedef enum {
 struct dd_lane_s {
     dd_lanes_t *group;
     int idx;
+    int shard;       /* the database shard its connection is to */
+    atomic_int down; /* lost its connection and has not reconnected yet */
     pthread_t thr;
     int started;
     atomic_int state;            /* dd_lane_state_t, written by the lane's thread */

@@ -121,7 +121,7 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s, const char *const 
     dd_metrics_head(f, "dedupd_dead_letters_total", "counter",
                     "Dead letters acknowledged by the dead-letter topic, by route and reason.");
     for (int r = 0; r < route_cnt; r++) {
-        for (int i = 0; i < DD_REASON_CNT; i++) {
+        for (int i = 0; i < dd_stats_reason_cnt(s->shard_cnt); i++) {
             fputs("dedupd_dead_letters_total{route=", f);
             dd_metrics_label(f, routes[r]);
             fprintf(f, ",reason=\"%s\"} %llu\n", dd_reason2str((dd_reason_t)i),
@@ -156,11 +156,31 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s, const char *const 
                              s, routes, route_cnt, DD_METRICS_RS(ext_stale));
 
     dd_metrics_head(f, "dedupd_db_errors_total", "counter",
-                    "Database errors by class: retriable (batch replayed) or fatal (shutdown).");
-    fprintf(f, "dedupd_db_errors_total{class=\"retriable\"} %llu\n",
-            (unsigned long long)s->db_errors_retriable);
-    fprintf(f, "dedupd_db_errors_total{class=\"fatal\"} %llu\n",
-            (unsigned long long)s->db_errors_fatal);
+                    "Database errors by class: retriable (batch replayed) or fatal (shutdown); "
+                    "with several database shards, by shard too.");
+    if (s->shard_cnt <= 1) {
+        fprintf(f, "dedupd_db_errors_total{class=\"retriable\"} %llu\n",
+                (unsigned long long)s->db_errors_retriable);
+        fprintf(f, "dedupd_db_errors_total{class=\"fatal\"} %llu\n",
+                (unsigned long long)s->db_errors_fatal);
+        return;
+    }
+    for (int i = 0; i < s->shard_cnt && i < DD_STATS_SHARD_MAX; i++)
+        fprintf(f,
+                "dedupd_db_errors_total{class=\"retriable\",shard=\"%d\"} %llu\n"
+                "dedupd_db_errors_total{class=\"fatal\",shard=\"%d\"} %llu\n",
+                i, (unsigned long long)s->shard[i].db_errors_retriable, i,
+                (unsigned long long)s->shard[i].db_errors_fatal);
+    dd_metrics_head(f, "dedupd_shard_up", "gauge",
+                    "1 when the lanes of the database shard reach it, 0 while they reconnect "
+                    "after losing their connection.");
+    for (int i = 0; i < s->shard_cnt && i < DD_STATS_SHARD_MAX; i++)
+        fprintf(f, "dedupd_shard_up{shard=\"%d\"} %d\n", i, s->shard_up[i]);
+    dd_metrics_head(f, "dedupd_shard_applied_total", "counter",
+                    "Messages applied and committed, by database shard.");
+    for (int i = 0; i < s->shard_cnt && i < DD_STATS_SHARD_MAX; i++)
+        fprintf(f, "dedupd_shard_applied_total{shard=\"%d\"} %llu\n", i,
+                (unsigned long long)s->shard[i].applied);
 }
 
 static void dd_metrics_histogram(FILE *f, const dd_stats_t *s)

@@ -271,3 +271,67 @@ int dd_migrate_processing_index(MYSQL *db, const char *table, int create, int *e
     *exists = 1;
     return DD_OK;
 }
+
+/*
+ * The shard layout (see dd_migrate.h)
+ */
+
+static const char dd_migrate_layout_sql[] =
+    "CREATE TABLE IF NOT EXISTS dedupd_shard_layout ("
+    " id TINYINT NOT NULL PRIMARY KEY,"
+    " shard_index INT NOT NULL,"
+    " shard_count INT NOT NULL,"
+    " recorded_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
+    ") ENGINE=InnoDB";
+
+int dd_migrate_layout_record(MYSQL *db, const char *who, int shard, int shard_cnt, char *errstr,
+                             size_t errstr_size)
+{
+    char sql[160];
+
+    snprintf(sql, sizeof(sql),
+             "INSERT IGNORE INTO dedupd_shard_layout (id, shard_index, shard_count) "
+             "VALUES (1, %d, %d)",
+             shard, shard_cnt);
+    if (mysql_query(db, dd_migrate_layout_sql) != 0 || mysql_query(db, sql) != 0) {
+        dd_errstr_set(errstr, errstr_size, "%s: recording the shard layout: %u: %s", who,
+                      mysql_errno(db), mysql_error(db));
+        return dd_db_classify(mysql_errno(db));
+    }
+    return dd_migrate_layout_check(db, who, shard, shard_cnt, 1, errstr, errstr_size);
+}
+
+int dd_migrate_layout_check(MYSQL *db, const char *who, int shard, int shard_cnt, int required,
+                            char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row = NULL;
+    int idx = -1, cnt = -1, rc = DD_OK;
+
+    if (mysql_query(db, "SELECT shard_index, shard_count FROM dedupd_shard_layout WHERE id = 1") ==
+            0 &&
+        (res = mysql_store_result(db)) && (row = mysql_fetch_row(res)) && row[0] && row[1]) {
+        idx = atoi(row[0]);
+        cnt = atoi(row[1]);
+    }
+    mysql_free_result(res);
+    if (cnt < 0) {
+        if (!required) return DD_OK;
+        dd_errstr_set(errstr, errstr_size,
+                      "%s records no shard layout (dedupd_shard_layout%s%s): run `dedupd "
+                      "migrate` with this configuration, which records it in every shard",
+                      who, mysql_errno(db) ? ": " : "", mysql_errno(db) ? mysql_error(db) : "");
+        return DD_ERR_CONFIG;
+    }
+    if (idx != shard || cnt != shard_cnt) {
+        dd_errstr_set(errstr, errstr_size,
+                      "%s records the layout shard %d of %d, but the configuration makes it "
+                      "shard %d of %d: its keys would be looked for in another shard and "
+                      "claimed anew. Restore the configuration the data was written with (the "
+                      "order of mysql.shards is the shard index), or move the data first "
+                      "(docs/SHARDS.md, \"Changing the shard count\")",
+                      who, idx, cnt, shard, shard_cnt);
+        rc = DD_ERR_CONFIG;
+    }
+    return rc;
+}

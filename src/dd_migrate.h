@@ -55,4 +55,20 @@ int dd_migrate_check_key_format(MYSQL *db, const char *table, char *errstr, size
 int dd_migrate_processing_index(MYSQL *db, const char *table, int create, int *exists, char *errstr,
                                 size_t errstr_size);
 
+/* The shard layout a database records (table dedupd_shard_layout, one
+ * row): which shard of how many it is. `dedupd migrate` records it in
+ * every shard; run and check refuse a shard whose recorded layout is not
+ * the configuration's, as its keys would then be looked for in another
+ * shard and claimed anew (docs/SHARDS.md, "Changing the shard count").
+ * `who` names the shard in messages ("shard 1 (127.0.0.1:3307)"). */
+/* Creates the table and records (shard, shard_cnt) unless a layout is
+ * recorded already; then as dd_migrate_layout_check(..., 1, ...). */
+int dd_migrate_layout_record(MYSQL *db, const char *who, int shard, int shard_cnt, char *errstr,
+                             size_t errstr_size);
+/* 0 when the recorded layout is (shard, shard_cnt); DD_ERR_CONFIG with
+ * errstr naming both layouts when it is another; when none is recorded
+ * (or the table cannot be read), DD_ERR_CONFIG if required, else 0. */
+int dd_migrate_layout_check(MYSQL *db, const char *who, int shard, int shard_cnt, int required,
+                            char *errstr, size_t errstr_size);
+
 #endif /* DD_MIGRATE_H */

@@ -2,7 +2,8 @@
  * `dedupd migrate`: creates or upgrades the dedup table of every route
  * (dd_migrate), with the index of processing rows for a route whose handler
  * is in external mode, then lets each route's handler create or upgrade
- * its own tables (its migrate()).
+ * its own tables (its migrate()); in every database shard, each recording
+ * its place in the shard layout.
  */
 #include <stdio.h>
 
@@ -15,16 +16,20 @@
 #include "dd_migrate.h"
 #include "dd_routes.h"
 
-static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
+/* One shard (the database, without mysql.shards): its layout, every
+ * route's dedup table, every route's handler's migrate(); a line per route
+ * (each starting "shard N: " with several shards). */
+static int dd_migrate_cmd_shard(const dd_conf_t *conf, dd_handler_t *const *hs, int s)
 {
-    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
     dd_db_t *db = NULL;
-    char err[1024];
+    char err[1024], who[340], pfx[32] = "";
     int rc, version[DD_CONF_ROUTE_MAX] = {0}, index = 0;
 
-    (void)opts;
-    rc = dd_routes_load_handlers(conf, hs, err, sizeof(err));
-    if (!rc) rc = dd_db_new(&db, conf, err, sizeof(err));
+    if (conf->shard_cnt > 1) snprintf(pfx, sizeof(pfx), "shard %d: ", s);
+    dd_conf_shard_name(conf, s, who, sizeof(who));
+    rc = dd_db_new_shard(&db, conf, s, err, sizeof(err));
+    if (!rc)
+        rc = dd_migrate_layout_record(dd_db_mysql(db), who, s, conf->shard_cnt, err, sizeof(err));
     /* Every route's dedup table first, then every route's handler: each
      * instance its own migrate(), so a handler two routes use runs it
      * twice (a migrate is written to be run again). */
@@ -42,14 +47,28 @@ static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
         else if (rc)
             snprintf(err, sizeof(err), "%s", msg);
     }
-    if (rc) dd_log(DD_LOG_ERROR, "dedupd migrate: %s", err);
+    if (rc) dd_log(DD_LOG_ERROR, "dedupd migrate: %s%s", pfx, err);
     for (int r = 0; !rc && r < conf->route_cnt; r++)
         printf(
-            "%s%s%sdedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
-            conf->has_routes ? "route " : "", conf->has_routes ? conf->routes[r].name : "",
+            "%s%s%s%sdedup table %s is at schema version %d, key format %d; handler %s migrated.\n",
+            pfx, conf->has_routes ? "route " : "", conf->has_routes ? conf->routes[r].name : "",
             conf->has_routes ? ": " : "", conf->routes[r].dedup.table, version[r], DD_KEY_FORMAT,
             dd_handler_name(hs[r]));
     dd_db_destroy(db);
+    return rc;
+}
+
+static int dd_migrate_cmd_run(const dd_conf_t *conf, void *opts)
+{
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
+    char err[1024];
+    int rc;
+
+    (void)opts;
+    if ((rc = dd_routes_load_handlers(conf, hs, err, sizeof(err))))
+        dd_log(DD_LOG_ERROR, "dedupd migrate: %s", err);
+    for (int s = 0; !rc && s < conf->shard_cnt; s++)
+        rc = dd_migrate_cmd_shard(conf, hs, s);
     dd_routes_destroy_handlers(hs, conf->route_cnt);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
@@ -63,8 +82,9 @@ const dd_cmd_t dd_cmd_migrate = {
             "Creates or upgrades the dedup table (dedup.table; every route's table with\n"
             "routes) and records its key format (for a handler in external mode also\n"
             "the index of processing rows), then calls the handler's migrate() (each\n"
-            "route's) for its own tables. Safe to run again, and from several instances\n"
-            "at once.\n"
+            "route's) for its own tables. With mysql.shards, in every shard, which also\n"
+            "records its place in the layout (shard index and count; a shard recording\n"
+            "another is refused). Safe to run again, and from several instances at once.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"

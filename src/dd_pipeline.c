@@ -88,6 +88,7 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
 
     char lane_key[DD_KEY_MAX + 1], why[8];
     size_t lane_len = 0;
+    int shard_reason = 0;
 
     if (dd_parse_message_into(pl->pool, pl->doc, rt->conf->dedup.max_payload_bytes, rt->tmpl,
                               rkm->payload, rkm->len, &item->json, item->key, &item->key_len,
@@ -100,6 +101,15 @@ static void dd_pipeline_route(dd_pipeline_t *pl, dd_item_t *item)
      * failure it parses and tries again itself, and stops the worker if
      * that fails too. */
     if (dd_hash_doc(rt->hspec, pl->doc, item->hash) == DD_OK) item->hashed = 1;
+    /* The shard its rows live in: every copy of a key reaches the same one
+     * (the shard key's fields are the business key's). */
+    item->shard = dd_routes_shard(rt, pl->doc, item->key, item->key_len, &shard_reason, item->error,
+                                  sizeof(item->error));
+    if (item->shard < 0) {
+        item->shard = 0;
+        dd_pipeline_reject(pl, item, (dd_reason_t)shard_reason);
+        return;
+    }
     /* The lane key's fields are fields of the business key (checked at load),
      * so every copy of a key goes to the same lane. Lane keys of different
      * routes share the lanes: equal ones meet on one lane, which is what

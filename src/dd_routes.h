@@ -21,12 +21,16 @@
 #include "dd_handler.h"
 #include "dd_hash.h"
 #include "dd_key.h"
+#include "dd_shard.h"
 
 typedef struct dd_route_s {
     int idx;                     /* in conf->routes, and in the set */
     const dd_conf_route_t *conf; /* its settings */
     dd_key_tmpl_t *tmpl;         /* the business key */
     dd_key_tmpl_t *lane_tmpl;    /* the lane key, or NULL: the business key */
+    dd_key_tmpl_t *shard_tmpl;   /* the shard key, or NULL: the business key */
+    dd_shard_map_t *shard_map;   /* shard_by map's ranges, else NULL */
+    int shard_cnt;               /* conf->shard_cnt */
     dd_hash_spec_t *hspec;       /* the request hash */
     dd_handler_t *h;             /* borrowed; NULL when none was given (report-only replay) */
 } dd_route_t;
@@ -42,6 +46,14 @@ typedef struct dd_routes_s {
  * route. */
 int dd_routes_new(dd_routes_t **routesp, const dd_conf_t *conf, dd_handler_t *const *handlers,
                   char *errstr, size_t errstr_size);
+/* The database shard (an index of conf->shards) of a message of route rt
+ * whose payload is doc and business key key[0..key_len): its shard key
+ * (dedup.shard_key rendered from doc, or the business key) picked by
+ * dedup.shard_by (dd_shard.h). With one shard, 0. -1 when the message has
+ * no shard: *reason is then DD_REASON_SHARD_KEY_INVALID or
+ * DD_REASON_SHARD_UNMAPPED, and why[] says it for the dead letter. */
+int dd_routes_shard(const dd_route_t *rt, const dd_json_doc_t *doc, const char *key, size_t key_len,
+                    int *reason, char *why, size_t why_size);
 /* Frees the set (not the handlers). NULL is fine. */
 void dd_routes_destroy(dd_routes_t *routes);
 

@@ -70,7 +70,7 @@ static void dd_run_summary_routes(const dd_conf_t *conf, const dd_stats_t *s)
                (unsigned long long)rs->applied, (unsigned long long)rs->duplicates,
                (unsigned long long)rs->conflicts, (unsigned long long)rs->retries,
                (unsigned long long)dl);
-        for (int i = 0; i < DD_REASON_CNT; i++)
+        for (int i = 0; i < dd_stats_reason_cnt(conf->shard_cnt); i++)
             printf(" dlq_%s=%llu", dd_reason2str((dd_reason_t)i),
                    (unsigned long long)rs->dead_letters[i]);
         printf(" batched=%llu batch_declined=%llu\n", (unsigned long long)rs->batched,
@@ -93,7 +93,7 @@ static void dd_run_summary(const dd_conf_t *conf, dd_pipeline_t *pl)
            (unsigned long long)s.messages, (unsigned long long)s.applied,
            (unsigned long long)s.duplicates, (unsigned long long)s.conflicts,
            (unsigned long long)s.retries, (unsigned long long)dl);
-    for (int i = 0; i < DD_REASON_CNT; i++)
+    for (int i = 0; i < dd_stats_reason_cnt(conf->shard_cnt); i++)
         printf(" dlq_%s=%llu", dd_reason2str((dd_reason_t)i),
                (unsigned long long)s.dead_letters[i]);
     printf(" db_retries=%llu batches=%llu batched=%llu batch_declined=%llu claim_races=%llu",
@@ -113,14 +113,20 @@ static void dd_run_summary(const dd_conf_t *conf, dd_pipeline_t *pl)
     fflush(stdout);
 }
 
-/* Every route's dedup table must hold keys of the format this dedupd
- * renders, and be granted (and, for a handler in external mode, have the
- * fence column). */
-static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, char *errstr,
+/* In every shard, every route's dedup table must hold keys of the format
+ * this dedupd renders, and be granted (and, for a handler in external
+ * mode, have the fence column); with several shards, each must record its
+ * place in this configuration's layout. */
+static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, int s, char *errstr,
                               size_t errstr_size)
 {
     dd_db_t *db = NULL;
-    int rc = dd_db_new(&db, conf, errstr, errstr_size);
+    char who[340];
+    int rc = dd_db_new_shard(&db, conf, s, errstr, errstr_size);
+
+    if (!rc)
+        rc = dd_migrate_layout_check(dd_db_mysql(db), dd_conf_shard_name(conf, s, who, sizeof(who)),
+                                     s, conf->shard_cnt, conf->shard_cnt > 1, errstr, errstr_size);
 
     for (int r = 0; !rc && r < conf->route_cnt; r++) {
         const char *table = conf->routes[r].dedup.table;
@@ -229,7 +235,8 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
         dd_log(DD_LOG_INFO, "Handler %s loaded from %s%s%s.", dd_handler_name(hs[r]),
                dd_handler_path(hs[r]), conf->has_routes ? " for route " : "",
                conf->has_routes ? conf->routes[r].name : "");
-    if (!rc) rc = dd_run_check_table(conf, hs, err, sizeof(err));
+    for (int s = 0; !rc && s < conf->shard_cnt; s++)
+        rc = dd_run_check_table(conf, hs, s, err, sizeof(err));
     if (!rc) rc = dd_pipeline_new(&pl, conf, hs, err, sizeof(err));
     if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
     if (!rc && http) rc = dd_http_start(http, err, sizeof(err));

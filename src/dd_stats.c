@@ -7,8 +7,13 @@ const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1] = {0.001, 0.0025, 0.005
                                                             0.1,   0.25,   0.5,   1,    2.5};
 
 static const char *const dd_reason_names[DD_REASON_CNT] = {
-    "bad_json", "key_missing", "key_too_long",      "payload_too_large",
-    "conflict", "rejected",    "retries_exhausted", "unresolved"};
+    "bad_json", "key_missing",       "key_too_long", "payload_too_large", "conflict",
+    "rejected", "retries_exhausted", "unresolved",   "shard_key_invalid", "shard_unmapped"};
+
+int dd_stats_reason_cnt(int shard_cnt)
+{
+    return shard_cnt > 1 ? DD_REASON_CNT : DD_REASON_SHARD_KEY_INVALID;
+}
 
 const char *dd_reason2str(dd_reason_t reason)
 {
@@ -50,6 +55,11 @@ void dd_stats_add(dd_stats_t *to, const dd_stats_t *from)
         to->dead_letters[i] += from->dead_letters[i];
     for (int r = 0; r < DD_STATS_ROUTE_MAX; r++)
         dd_route_stats_add(&to->route[r], &from->route[r]);
+    for (int i = 0; i < DD_STATS_SHARD_MAX; i++) {
+        to->shard[i].applied += from->shard[i].applied;
+        to->shard[i].db_errors_retriable += from->shard[i].db_errors_retriable;
+        to->shard[i].db_errors_fatal += from->shard[i].db_errors_fatal;
+    }
     for (int i = 0; i < DD_BATCH_BUCKETS; i++)
         to->batch_buckets[i] += from->batch_buckets[i];
     to->batch_seconds_sum += from->batch_seconds_sum;

@@ -24,11 +24,17 @@ typedef enum {
     DD_REASON_CONFLICT,
     DD_REASON_REJECTED,
     DD_REASON_RETRIES_EXHAUSTED,
-    DD_REASON_UNRESOLVED, /* external mode: reconcile() never knew */
+    DD_REASON_UNRESOLVED,        /* external mode: reconcile() never knew */
+    DD_REASON_SHARD_KEY_INVALID, /* the shard key does not fit dedup.shard_by */
+    DD_REASON_SHARD_UNMAPPED,    /* shard_by map: no range holds the shard key */
     DD_REASON_CNT
 } dd_reason_t;
 
 const char *dd_reason2str(dd_reason_t reason);
+/* The reasons that can occur with shard_cnt database shards (the shard
+ * reasons, last, only with several): what the summary and the metrics
+ * list. */
+int dd_stats_reason_cnt(int shard_cnt);
 
 /* Upper bounds (seconds) of the batch duration histogram buckets; the last
  * bucket is +Inf. */
@@ -42,6 +48,16 @@ extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
 
 /* Most routes counted apart (dd_conf.h's DD_CONF_ROUTE_MAX fits). */
 #define DD_STATS_ROUTE_MAX 32
+
+/* Most database shards counted apart (dd_conf.h's DD_CONF_SHARD_MAX fits). */
+#define DD_STATS_SHARD_MAX 64
+
+/* The counters of one database shard (its share of the totals). */
+typedef struct {
+    uint64_t applied;
+    uint64_t db_errors_retriable;
+    uint64_t db_errors_fatal;
+} dd_shard_stats_t;
 
 /* The counters of one route: its share of the totals of dd_stats_t of
  * the same names, so the routes' counters add up to them; and external
@@ -73,6 +89,8 @@ typedef struct {
     /* the same counters per route (the index of conf->routes): wherever
      * one of the totals above counts, its route's counter counts too */
     dd_route_stats_t route[DD_STATS_ROUTE_MAX];
+    /* the same per database shard (the index of conf->shards) */
+    dd_shard_stats_t shard[DD_STATS_SHARD_MAX];
 
     /* committed batch durations (claim transaction, handler included) */
     uint64_t batch_buckets[DD_BATCH_BUCKETS]; /* non-cumulative counts */
@@ -94,6 +112,10 @@ typedef struct {
     int64_t last_loop_ms;   /* dd_now_ms() of the main loop's last turn */
     int64_t last_finish_ms; /* dd_now_ms() when a message last finished */
     int running;            /* 1 between start and shutdown */
+    /* the database shards: how many, and whether each one's lanes reach it
+     * (0 while they reconnect after losing their connection) */
+    int shard_cnt;
+    int shard_up[DD_STATS_SHARD_MAX];
     /* external mode, from the compensation scan, per route (the index of
      * conf->routes): processing rows of its table past their lease, and how
      * long the oldest is past it; -1 until a scan counted (always, for a

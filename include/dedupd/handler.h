@@ -126,7 +126,7 @@
  * says it has it (handle_batch: version >= 2; init_host, the connection
  * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4).
  * dedupd fills every dedupd_msg field for every handler (headers since 3,
- * fence since 4). A handler built for a newer version than dedupd's is
+ * fence since 4, shard since 5). A handler built for a newer version than dedupd's is
  * refused at load, as is one for an unknown generation. dedupd_result
  * never grows: handle_batch indexes an array of them.
  */
@@ -144,7 +144,7 @@
 extern "C" {
 #endif
 
-#define DEDUPD_HANDLER_ABI_VERSION 4
+#define DEDUPD_HANDLER_ABI_VERSION 5
 #define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
 #define DEDUPD_HOST_VERSION 1    /* fields of dedupd_host this header knows */
 
@@ -211,6 +211,11 @@ typedef struct dedupd_msg {
      * that of every earlier claim of the key; pass it downstream with
      * biz_key. 0 in local mode. */
     int64_t fence;
+    /* ---- since ABI 5 ---- */
+    /* the database shard of the message (mysql.shards: the index of the
+     * element, from 0; 0 with one database): the shard the handler's
+     * connection is to, where its rows and its dedup row live */
+    int shard;
 } dedupd_msg;
 
 typedef struct dedupd_result {

@@ -32,6 +32,7 @@
 #   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA / TB_HANDLER_EXTRA
 #   (lines inside those groups)  TB_DLQ_TOPIC  TB_MYSQL_HOST / TB_MYSQL_PORT
 #   (TCP to host:port instead of the socket DD_TEST_MYSQL_SOCKET).
+# Database shards (mysql.shards): tb_shards N (below) before tb_config.
 # TB_HANDLER_GRANTS (read by tb_migrate): the handler's grants file, for a
 # handler not known to the test bed (tb_grants_file); several, space
 # separated, for a configuration with routes.
@@ -63,6 +64,7 @@ TB_RUN_START=0
 TB_TIMEOUT_MULT=${TB_TIMEOUT_MULT:-1}
 TB_MIG_USER=
 TB_RT_USER=
+TB_SHARD_SOCKETS=()
 
 tb_log() { printf '# %s\n' "$*"; }
 
@@ -211,11 +213,21 @@ _tb_grant_runtime() {
     done
   fi
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
-  _tb_mariadb -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
+  _tb_mariadb_each -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
 }
 
 _tb_mariadb() {
   mariadb --no-defaults --socket="$DD_TEST_MYSQL_SOCKET" -uroot "$@"
+}
+
+# _tb_mariadb_each ARGS: _tb_mariadb on every shard's server (tb_shards), or
+# on the one server.
+_tb_mariadb_each() {
+  local s
+  ((${#TB_SHARD_SOCKETS[@]} > 0)) || { _tb_mariadb "$@"; return; }
+  for s in "${TB_SHARD_SOCKETS[@]}"; do
+    DD_TEST_MYSQL_SOCKET="$s" _tb_mariadb "$@" || return 1
+  done
 }
 
 # tb_sql "SQL" -> result rows, tab separated, no header, against TB_DB.
@@ -324,6 +336,7 @@ tb_config() {
     fi
     echo "          user = $(_tb_str "$TB_RT_USER"); database = $(_tb_str "$TB_DB");"
     [[ -n "${TB_MYSQL_EXTRA:-}" ]] && echo "          $TB_MYSQL_EXTRA"
+    ((${#TB_SHARD_SOCKETS[@]} > 0)) && _tb_shards_setting
     echo "};"
     echo "dedup = { key = $(_tb_str "${TB_KEY:-$default_key}"); ttl = $(_tb_str "${TB_TTL:-7d}");"
     [[ -n "${TB_DEDUP_EXTRA:-}" ]] && echo "          $TB_DEDUP_EXTRA"
@@ -462,7 +475,8 @@ tb_kill9() {
 # its privileges on TB_DB; then the runtime user's (_tb_grant_runtime).
 tb_migrate() {
   local rc=0
-  _tb_mariadb -e "$(_tb_grants migrate)" || tb_die "cannot grant the migration privileges on $TB_DB"
+  _tb_mariadb_each -e "$(_tb_grants migrate)" ||
+    tb_die "cannot grant the migration privileges on $TB_DB"
   DEDUPD_MYSQL_USER="$TB_MIG_USER" "$DEDUPD" migrate -c "$TB_CONF" >>"$TB_DIR/migrate.log" 2>&1 ||
     rc=$?
   ((rc == 0)) || { echo "# dedupd migrate exited $rc:"; sed 's/^/#   /' "$TB_DIR/migrate.log"; }
@@ -662,4 +676,113 @@ tb_private_db_restart() {
   dd_mariadb_restart "$TB_DB2" "$@" >>"$TB_DIR/db2.log" 2>&1 ||
     tb_die "cannot restart the private MariaDB (see db2.log)"
   TB_PIDS+=("$(cat "$TB_DB2/mysqld.pid")")
+}
+
+# --- database shards (mysql.shards) -----------------------------------------
+
+# tb_shards N: the test's database on N shards: shard 0 is the shared server
+# (DD_TEST_MYSQL_SOCKET), shards 1..N-1 private MariaDB servers started in
+# $TB_DIR/shardK (scripts/lib/mariadb.sh, as tb_private_db), each with TB_DB
+# and the test's users. Sets TB_SHARD_SOCKETS: tb_config then writes
+# mysql.shards (one element per server, in this order; the element order is
+# the shard index), and tb_migrate grants on every server. Call after
+# tb_init, before tb_config. The cleanup trap stops the servers.
+tb_shards() {
+  local n="${1:?usage: tb_shards N}" k
+  # shellcheck source=../../scripts/lib/mariadb.sh
+  source "$DD_TEST_SRC_DIR/scripts/lib/mariadb.sh"
+  TB_SHARD_SOCKETS=("$DD_TEST_MYSQL_SOCKET")
+  # one after the other: two mariadb-install-db at once collide in /tmp
+  for ((k = 1; k < n; k++)); do
+    dd_mariadb_start "$TB_DIR/shard$k" >>"$TB_DIR/shard$k-db.log" 2>&1 ||
+      tb_die "cannot start the MariaDB of shard $k (see shard$k-db.log)"
+    TB_PIDS+=("$(cat "$TB_DIR/shard$k/mysqld.pid")")
+    TB_SHARD_SOCKETS+=("$TB_DIR/shard$k/mysqld.sock")
+    DD_TEST_MYSQL_SOCKET="$TB_DIR/shard$k/mysqld.sock" _tb_mariadb -e "CREATE DATABASE \`$TB_DB\`" ||
+      tb_die "cannot create $TB_DB on shard $k"
+    DD_TEST_MYSQL_SOCKET="$TB_DIR/shard$k/mysqld.sock" tb_users
+  done
+  tb_log "$n shards: ${TB_SHARD_SOCKETS[*]}"
+}
+
+# The mysql.shards line of tb_config: TB_SHARD_ORDER (shard indexes of
+# TB_SHARD_SOCKETS, space separated; default all, in order) lists the
+# servers, so a test can write a configuration with another layout.
+_tb_shards_setting() {
+  local k out="" order
+  order=${TB_SHARD_ORDER:-$(seq 0 $((${#TB_SHARD_SOCKETS[@]} - 1)) | paste -sd' ')}
+  for k in $order; do out+="${out:+, }{ socket = $(_tb_str "${TB_SHARD_SOCKETS[$k]}"); }"; done
+  echo "          shards = ( $out );"
+}
+
+# tb_shard_sql K "SQL": tb_sql on shard K's server.
+tb_shard_sql() {
+  DD_TEST_MYSQL_SOCKET="${TB_SHARD_SOCKETS[$1]}" tb_sql "$2"
+}
+
+# tb_shards_sql "SQL": tb_sql on every shard, the rows one after another.
+tb_shards_sql() {
+  local k
+  for k in "${!TB_SHARD_SOCKETS[@]}"; do tb_shard_sql "$k" "$1"; done
+}
+
+# tb_shard_kill9 K / tb_shard_restart K: crash and restart shard K's
+# private server (K >= 1).
+tb_shard_kill9() {
+  dd_mariadb_kill9 "$TB_DIR/shard$1" >>"$TB_DIR/shard$1-db.log" 2>&1 ||
+    tb_die "cannot kill the MariaDB of shard $1"
+}
+
+tb_shard_restart() {
+  dd_mariadb_restart "$TB_DIR/shard$1" >>"$TB_DIR/shard$1-db.log" 2>&1 ||
+    tb_die "cannot restart the MariaDB of shard $1 (see shard$1-db.log)"
+  TB_PIDS+=("$(cat "$TB_DIR/shard$1/mysqld.pid")")
+}
+
+# tb_shards_expect_ledger EXPECT_JSON: as tb_expect_ledger and
+# tb_expect_outcome's dedup rows, over the union of the shards; and every
+# merchant's rows (dedup rows, ledger entries, balance) in one shard only.
+tb_shards_expect_ledger() {
+  local exp="$1" want
+  want=$(python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+for m in sorted(e["merchants"]):
+    print("%s\t%d\t%d" % (m, e["merchants"][m]["balance_cents"], e["merchants"][m]["entries"]))' "$exp")
+  tb_eq "merchant balances and entries, all shards" "$want" \
+    "$(tb_shards_sql "SELECT merchant_id, balance_cents, entries FROM merchant_balance" | sort)"
+  tb_eq "ledger entries, all shards" "$(tb_expect_get unique_keys_applied "$exp")" \
+    "$(tb_shards_sql "SELECT COUNT(*) FROM ledger_entry" | awk '{ s += $1 } END { print s + 0 }')"
+  tb_eq "ledger total cents, all shards" "$(tb_expect_get balance_cents_total "$exp")" \
+    "$(tb_shards_sql "SELECT COALESCE(SUM(amount_cents), 0) FROM ledger_entry" | awk '{ s += $1 } END { print s + 0 }')"
+  tb_eq "no business key booked twice, in one shard or two" "" \
+    "$(tb_shards_sql "SELECT biz_key FROM ledger_entry" | sort | uniq -d | head -n 5)"
+  tb_eq "no dedup row in two shards" "" \
+    "$(tb_shards_sql "SELECT biz_key FROM dedup_record" | sort | uniq -d | head -n 5)"
+  tb_eq "dedup rows applied, all shards" "$(tb_expect_get dedup_rows.applied "$exp")" \
+    "$(tb_shards_sql "SELECT COUNT(*) FROM dedup_record WHERE status = 1" | awk '{ s += $1 } END { print s + 0 }')"
+  tb_eq "dedup rows failed, all shards" "$(tb_expect_get dedup_rows.failed "$exp")" \
+    "$(tb_shards_sql "SELECT COUNT(*) FROM dedup_record WHERE status = 2" | awk '{ s += $1 } END { print s + 0 }')"
+  tb_eq "dedup rows processing, all shards" 0 \
+    "$(tb_shards_sql "SELECT COUNT(*) FROM dedup_record WHERE status = 0" | awk '{ s += $1 } END { print s + 0 }')"
+}
+
+# tb_shards_expect_placed: with dedup.shard_key "${merchant_id}" and
+# shard_by hash over the shards, every row of every shard K is where the
+# routing function puts it: CRC32(merchant_id) % N = K (MySQL's CRC32() is
+# dedupd's), for the dedup rows (the merchant of pay:MERCHANT:ORDER) and
+# the ledger's rows; and every shard holds some.
+tb_shards_expect_placed() {
+  local n=${#TB_SHARD_SOCKETS[@]} k
+  for ((k = 0; k < n; k++)); do
+    tb_eq "shard $k: every dedup row's merchant hashes to shard $k" 0 \
+      "$(tb_shard_sql "$k" "SELECT COUNT(*) FROM dedup_record
+         WHERE CRC32(SUBSTRING_INDEX(SUBSTRING_INDEX(biz_key, ':', 2), ':', -1)) % $n <> $k")"
+    tb_eq "shard $k: every ledger entry's merchant hashes to shard $k" 0 \
+      "$(tb_shard_sql "$k" "SELECT COUNT(*) FROM ledger_entry WHERE CRC32(merchant_id) % $n <> $k")"
+    tb_eq "shard $k: every balance's merchant hashes to shard $k" 0 \
+      "$(tb_shard_sql "$k" "SELECT COUNT(*) FROM merchant_balance WHERE CRC32(merchant_id) % $n <> $k")"
+    tb_check "shard $k holds applied keys" test \
+      "$(tb_shard_sql "$k" "SELECT COUNT(*) FROM dedup_record WHERE status = 1")" -gt 0
+  done
 }

@@ -111,8 +111,11 @@ START_TEST(test_counters_exact)
     ck_sample_eq(text, "dedupd_inflight_messages", "42");
     ck_sample_eq(text, "dedupd_assigned_partitions", "3");
     ck_sample_eq(text, "dedupd_running", "1");
-    /* Every reason has a series, even at zero, so rate() works from the start. */
-    for (int i = 0; i < DD_REASON_CNT; i++) {
+    /* Every reason has a series, even at zero, so rate() works from the start
+     * (the shard reasons with several shards only, which this is not). */
+    ck_assert_ptr_null(strstr(text, "shard=\""));
+    ck_assert_ptr_null(strstr(text, "dedupd_shard_"));
+    for (int i = 0; i < dd_stats_reason_cnt(s.shard_cnt); i++) {
         char series[128], v[64];
         snprintf(series, sizeof(series),
                  "dedupd_dead_letters_total{route=\"default\",reason=\"%s\"}",
@@ -200,6 +203,40 @@ START_TEST(test_route_labels)
     ck_assert_ptr_null(sample(text, "dedupd_messages_total", v, sizeof(v)));
     ck_assert_ptr_null(sample(text, "dedupd_applied_total", v, sizeof(v)));
     ck_assert_ptr_null(strstr(text, "dedupd_dead_letters_total{reason="));
+    free(text);
+}
+END_TEST
+
+/* With several shards: the shard gauges and counters, database errors by
+ * shard, the shard reasons. */
+START_TEST(test_shard_metrics)
+{
+    static dd_stats_t s;
+    char *text;
+
+    s.shard_cnt = 3;
+    s.shard_up[0] = 1;
+    s.shard_up[1] = 0;
+    s.shard_up[2] = 1;
+    s.shard[0].applied = 10;
+    s.shard[2].applied = 7;
+    s.shard[1].db_errors_retriable = 4;
+    s.shard[2].db_errors_fatal = 1;
+    s.route[0].dead_letters[DD_REASON_SHARD_UNMAPPED] = 2;
+    text = render(&s, NULL, 0);
+    ck_sample_eq(text, "dedupd_shard_up{shard=\"0\"}", "1");
+    ck_sample_eq(text, "dedupd_shard_up{shard=\"1\"}", "0");
+    ck_sample_eq(text, "dedupd_shard_applied_total{shard=\"0\"}", "10");
+    ck_sample_eq(text, "dedupd_shard_applied_total{shard=\"1\"}", "0");
+    ck_sample_eq(text, "dedupd_shard_applied_total{shard=\"2\"}", "7");
+    ck_sample_eq(text, "dedupd_db_errors_total{class=\"retriable\",shard=\"1\"}", "4");
+    ck_sample_eq(text, "dedupd_db_errors_total{class=\"fatal\",shard=\"2\"}", "1");
+    ck_sample_eq(text, "dedupd_db_errors_total{class=\"fatal\",shard=\"0\"}", "0");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"shard_unmapped\"}",
+                 "2");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"shard_key_invalid\"}",
+                 "0");
+    ck_assert_ptr_null(strstr(text, "dedupd_shard_up{shard=\"3\"}"));
     free(text);
 }
 END_TEST
@@ -367,6 +404,7 @@ int main(void)
     tcase_add_test(tc, test_counters_exact);
     tcase_add_test(tc, test_external_metrics);
     tcase_add_test(tc, test_route_labels);
+    tcase_add_test(tc, test_shard_metrics);
     tcase_add_test(tc, test_histogram_cumulative);
     tcase_add_test(tc, test_lag_labels);
     tcase_add_test(tc, test_lines_well_formed);
