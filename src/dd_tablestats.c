@@ -495,7 +495,7 @@ static void dd_tablestats_json_table(const dd_conf_t *conf, int r, const dd_tabl
     fputs("\"table\":{", stdout);
     dd_tablestats_json_str("database", conf->shards[0].database, 1);
     dd_tablestats_json_str("name", route->dedup.table, 0);
-    dd_tablestats_json_counts(tot);
+    dd_tablestats_json_counts(&tot[r]);
     fputs(",\"shards\":[", stdout);
     for (int s = 0; s < conf->shard_cnt; s++) {
         fputs(s ? ",{" : "{", stdout);
