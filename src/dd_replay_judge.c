@@ -49,8 +49,8 @@ int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     static const char *const ddl[] = {
         "CREATE TEMPORARY TABLE dd_replay_key ("
-        " route SMALLINT NOT NULL, shard SMALLINT NOT NULL, biz_key VARBINARY(255) NOT NULL, "
-        "msg_hash BINARY(32) NOT NULL,"
+        " route SMALLINT NOT NULL, shard SMALLINT NOT NULL, biz_key VARBINARY(255) NOT NULL,"
+        " msg_hash BINARY(32) NOT NULL,"
         " topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL, koffset BIGINT NOT NULL,"
         " kafka_key BLOB NULL,"
         " status TINYINT NOT NULL, reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL,"
