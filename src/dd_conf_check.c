@@ -166,6 +166,7 @@ int dd_conf_check_password(dd_conf_ctx_t *ctx, int idx)
               dd_conf_is_explicit(ctx, idx);
     const char *val;
 
+    if (ctx->shard && ctx->shard_pw_kept) return 0;
     if (set > 1)
         return dd_conf_fail(ctx, dd_conf_is_explicit(ctx, idx) ? idx : env, NULL,
                             "at most one of mysql.password, mysql.password_env and "

@@ -80,7 +80,8 @@ typedef struct dd_conf_ctx_s {
      * shard it goes to: its settings are read from the element (in
      * route_setting, labelled in route_label, origins in route_origin). */
     dd_conf_mysql_t *shard;
-    int in_shards; /* walking the elements of mysql.shards */
+    int in_shards;     /* walking the elements of mysql.shards */
+    int shard_pw_kept; /* the shard sets no password source: it has the group's, resolved */
     char *errstr;
     size_t errstr_size;
 } dd_conf_ctx_t;

@@ -159,10 +159,10 @@ static int dd_conf_shard_load(dd_conf_ctx_t *ctx, const config_setting_t *elem, 
             dd_conf_free_str(dd_conf_mysql_field(shard, it), it->flags & DD_CF_SECRET);
             ctx->route_origin[idx].kind = DD_ORIGIN_UNSET;
         }
-    } else if (shard->password_env || shard->password_file) {
-        /* resolved again by the check, as for the group */
-        dd_conf_free_str(&shard->password, 1);
     }
+    /* else the group's password, resolved and checked already (its file is
+     * not read, nor warned about, once more per shard) */
+    ctx->shard_pw_kept = !dd_conf_shard_sets_password(elem);
     err = DD_OK;
     for (int i = 0; !err && i < dd_conf_item_cnt; i++)
         if (dd_conf_is_shard_item(&dd_conf_items[i])) err = dd_conf_apply(ctx, i);
@@ -171,6 +171,7 @@ static int dd_conf_shard_load(dd_conf_ctx_t *ctx, const config_setting_t *elem, 
             err = dd_conf_items[i].check(ctx, i);
     ctx->shard = NULL;
     ctx->route_setting = NULL;
+    ctx->shard_pw_kept = 0;
     return err;
 }
 
