@@ -6,7 +6,8 @@
  * are deleted in small autocommit transactions with a pause between them, so
  * the purge never holds many row locks or a long undo log next to the claim
  * transactions, and never touches rows in state 0 (a claim in progress, or a
- * lease that a later mode may take over).
+ * lease that a later mode may take over). With shards, every route's table
+ * in every shard, one after the other, each on a connection to its shard.
  */
 #include "dd_purge.h"
 
@@ -33,7 +34,7 @@
 #define DD_PURGE_FIRST_PASS_MS 60000
 struct dd_purge_s {
     const dd_conf_t *conf;
-    dd_db_t *db; /* the purge thread's own connection, opened lazily */
+    dd_db_t **db; /* the purge thread's own connections, a shard each, opened lazily */
     pthread_t thread;
     int started;
     atomic_int stop; /* set by dd_purge_stop, read by the thread */
@@ -103,37 +104,59 @@ static const char *dd_purge_plural(uint64_t n, const char *one, const char *many
 
 /* ---- background thread ---- */
 
-/* One pass over every route's table. */
-static void dd_purge_background_pass(dd_purge_t *purge)
+/* "TABLE", or with shards "TABLE in shard N", for lines and logs. */
+static const char *dd_purge_where(const dd_conf_t *conf, const char *table, int shard, char *out,
+                                  size_t out_size)
+{
+    if (conf->shard_cnt > 1)
+        snprintf(out, out_size, "%s in shard %d", table, shard);
+    else
+        snprintf(out, out_size, "%s", table);
+    return out;
+}
+
+/* One shard's pass over every route's table. A shard that fails is
+ * logged and left for the next pass; the other shards are purged all the
+ * same (a down shard holds back only its own retention). */
+static void dd_purge_background_shard(dd_purge_t *purge, int shard)
 {
     const dd_conf_t *conf = purge->conf;
+    dd_db_t **db = &purge->db[shard];
     dd_purge_result_t res;
-    char err[512];
+    char err[512], where[160];
     int rc = DD_OK;
 
     for (int r = 0; !rc && r < conf->route_cnt && !atomic_load(&purge->stop); r++) {
         const char *table = conf->routes[r].dedup.table;
         int64_t t0 = dd_now_ms();
 
-        if (!purge->db)
-            rc = dd_db_new(&purge->db, conf, err, sizeof(err));
-        else if (!dd_db_mysql(purge->db))
-            rc = dd_db_reconnect(purge->db, err, sizeof(err));
-        if (!rc) rc = dd_purge_pass(purge->db, conf, table, &purge->stop, &res, err, sizeof(err));
+        dd_purge_where(conf, table, shard, where, sizeof(where));
+        if (!*db)
+            rc = dd_db_new_shard(db, conf, shard, err, sizeof(err));
+        else if (!dd_db_mysql(*db))
+            rc = dd_db_reconnect(*db, err, sizeof(err));
+        if (!rc) rc = dd_purge_pass(*db, conf, table, &purge->stop, &res, err, sizeof(err));
         if (rc) {
-            dd_log(DD_LOG_WARN, "Purge of %s failed, trying again in %llds: %s", table,
+            dd_log(DD_LOG_WARN, "Purge of %s failed, trying again in %llds: %s", where,
                    (long long)conf->purge.interval_s, err);
             /* Start the next pass on a fresh connection. */
-            dd_db_destroy(purge->db);
-            purge->db = NULL;
+            dd_db_destroy(*db);
+            *db = NULL;
             return;
         }
         dd_log(res.deleted ? DD_LOG_INFO : DD_LOG_DEBUG,
                "Purge deleted %llu expired %s from %s in %d %s (%lld ms).",
-               (unsigned long long)res.deleted, dd_purge_plural(res.deleted, "row", "rows"), table,
+               (unsigned long long)res.deleted, dd_purge_plural(res.deleted, "row", "rows"), where,
                res.batches, dd_purge_plural((uint64_t)res.batches, "batch", "batches"),
                (long long)(dd_now_ms() - t0));
     }
+}
+
+/* One pass over every route's table in every shard. */
+static void dd_purge_background_pass(dd_purge_t *purge)
+{
+    for (int s = 0; s < purge->conf->shard_cnt && !atomic_load(&purge->stop); s++)
+        dd_purge_background_shard(purge, s);
 }
 
 static void *dd_purge_thread_main(void *arg)
@@ -159,6 +182,12 @@ int dd_purge_new(dd_purge_t **purgep, const dd_conf_t *conf, char *errstr, size_
         return DD_ERR_NOMEM;
     }
     purge->conf = conf;
+    purge->db = calloc((size_t)conf->shard_cnt, sizeof(*purge->db));
+    if (!purge->db) {
+        free(purge);
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
     *purgep = purge;
     return DD_OK;
 }
@@ -189,7 +218,9 @@ void dd_purge_destroy(dd_purge_t *purge)
 {
     if (!purge) return;
     dd_purge_stop(purge);
-    dd_db_destroy(purge->db);
+    for (int s = 0; purge->db && s < purge->conf->shard_cnt; s++)
+        dd_db_destroy(purge->db[s]);
+    free(purge->db);
     free(purge);
 }
 
@@ -246,12 +277,14 @@ static int dd_purge_count(dd_db_t *db, const char *table, uint64_t *n, char *err
     return DD_OK;
 }
 
-/* One table: checks, then the pass (or the count), and its line. */
-static int dd_purge_table(dd_db_t *db, const dd_conf_t *conf, const char *table, int dry_run,
-                          char *errstr, size_t errstr_size)
+/* One table of one shard: checks, then the pass (or the count), and its
+ * line. */
+static int dd_purge_table(dd_db_t *db, const dd_conf_t *conf, const char *table, int shard,
+                          int dry_run, char *errstr, size_t errstr_size)
 {
     dd_purge_result_t res;
     uint64_t would = 0, batches;
+    char where[160];
     int rc;
 
     /* Expiry does not depend on keys, but a table of another key format
@@ -263,14 +296,15 @@ static int dd_purge_table(dd_db_t *db, const dd_conf_t *conf, const char *table,
     if (!rc && dry_run) rc = dd_purge_count(db, table, &would, errstr, errstr_size);
     if (!rc && !dry_run) rc = dd_purge_pass(db, conf, table, NULL, &res, errstr, errstr_size);
     if (rc) return rc;
+    dd_purge_where(conf, table, shard, where, sizeof(where));
     batches = (would + (uint64_t)conf->purge.batch - 1) / (uint64_t)conf->purge.batch;
     if (dry_run)
         printf("would delete %llu expired %s from %s in %llu %s (dry run: nothing deleted)\n",
-               (unsigned long long)would, dd_purge_plural(would, "row", "rows"), table,
+               (unsigned long long)would, dd_purge_plural(would, "row", "rows"), where,
                (unsigned long long)batches, dd_purge_plural(batches, "batch", "batches"));
     else
         printf("deleted %llu expired %s from %s in %d %s\n", (unsigned long long)res.deleted,
-               dd_purge_plural(res.deleted, "row", "rows"), table, res.batches,
+               dd_purge_plural(res.deleted, "row", "rows"), where, res.batches,
                dd_purge_plural((uint64_t)res.batches, "batch", "batches"));
     fflush(stdout);
     return DD_OK;
@@ -282,20 +316,29 @@ static int dd_purge_cmd_run(const dd_conf_t *conf, void *opts)
     int only = o->route ? dd_conf_route_named(conf, o->route) : -1;
     dd_db_t *db = NULL;
     char err[1024];
-    int rc;
+    int rc = DD_OK;
 
     if (o->route && only < 0) {
         dd_log(DD_LOG_ERROR, "dedupd purge: --route %s: %s has no route of that name", o->route,
                conf->path);
         return DD_EXIT_USAGE;
     }
-    rc = dd_db_new(&db, conf, err, sizeof(err));
-    for (int r = 0; !rc && r < conf->route_cnt; r++)
-        if (only < 0 || r == only)
-            rc =
-                dd_purge_table(db, conf, conf->routes[r].dedup.table, o->dry_run, err, sizeof(err));
-    if (rc) dd_log(DD_LOG_ERROR, "dedupd purge: %s", err);
-    dd_db_destroy(db);
+    /* Shard by shard, each on its own connection; a shard that fails is
+     * reported and the others are purged all the same. */
+    for (int s = 0; s < conf->shard_cnt; s++) {
+        int src = dd_db_new_shard(&db, conf, s, err, sizeof(err));
+        for (int r = 0; !src && r < conf->route_cnt; r++)
+            if (only < 0 || r == only)
+                src = dd_purge_table(db, conf, conf->routes[r].dedup.table, s, o->dry_run, err,
+                                     sizeof(err));
+        if (src && conf->shard_cnt > 1)
+            dd_log(DD_LOG_ERROR, "dedupd purge: shard %d: %s", s, err);
+        else if (src)
+            dd_log(DD_LOG_ERROR, "dedupd purge: %s", err);
+        if (src) rc = src;
+        dd_db_destroy(db);
+        db = NULL;
+    }
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
@@ -307,7 +350,8 @@ const dd_cmd_t dd_cmd_purge = {
             "\n"
             "Deletes the expired rows of every route's dedup table (expire_at in the past,\n"
             "never a row in state 0) in batches of purge.batch, as `dedupd run` does every\n"
-            "purge.interval, and prints how many, a line per table.\n"
+            "purge.interval, and prints how many, a line per table. With mysql.shards,\n"
+            "every table in every shard, a line each (\"... from TABLE in shard N ...\").\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
@@ -319,7 +363,8 @@ const dd_cmd_t dd_cmd_purge = {
             "\n"
             "Exit status:\n"
             "  0  purged (or counted, with --dry-run)\n"
-            "  1  failure: the database, a missing privilege, a table of another key format\n"
+            "  1  failure: the database (of any shard: the others are purged all the same),\n"
+            "     a missing privilege, a table of another key format\n"
             "  2  usage error, or no route of that name\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_purge_opts_t),

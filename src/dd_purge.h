@@ -1,9 +1,9 @@
 /*
  * Retention of the dedup tables: expired rows (expire_at in the past) are
  * deleted in small transactions with pauses, never rows in state 0
- * (processing), from every route's table. A background thread does it
- * every purge.interval inside `dedupd run`; `dedupd purge` runs one pass
- * (dd_cmd_purge), over every route's table or one route's.
+ * (processing), from every route's table in every shard. A background
+ * thread does it every purge.interval inside `dedupd run`; `dedupd purge`
+ * runs one pass (dd_cmd_purge), over every route's table or one route's.
  */
 #ifndef DD_PURGE_H
 #define DD_PURGE_H

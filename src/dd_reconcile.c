@@ -61,7 +61,7 @@ struct dd_reconcile_s {
     dd_reconcile_publish_fn *publish;
     void *opaque;
     char owner[160];
-    dd_db_t *db; /* the thread's own, opened lazily */
+    dd_db_t *db[DD_CONF_SHARD_MAX]; /* the thread's own, a shard each, opened lazily */
     pthread_t thread;
     int started;
     atomic_int stop;
@@ -204,51 +204,78 @@ int dd_reconcile_needed(const dd_conf_t *conf, dd_handler_t *const *hs)
     return 0;
 }
 
-/* "TABLE" or, with routes, "TABLE (route NAME)", for the log. */
-static const char *dd_reconcile_where(const dd_conf_t *conf, int r, char *out, size_t out_size)
+/* "TABLE" or, with routes, "TABLE (route NAME)", and with shards "... in
+ * shard N", for the log. */
+static const char *dd_reconcile_where(const dd_conf_t *conf, int r, int shard, char *out,
+                                      size_t out_size)
 {
+    char in[32] = "";
+
+    if (conf->shard_cnt > 1) snprintf(in, sizeof(in), " in shard %d", shard);
     if (conf->has_routes)
-        snprintf(out, out_size, "%s (route %s)", conf->routes[r].dedup.table, conf->routes[r].name);
+        snprintf(out, out_size, "%s%s (route %s)", conf->routes[r].dedup.table, in,
+                 conf->routes[r].name);
     else
-        snprintf(out, out_size, "%s", conf->routes[r].dedup.table);
+        snprintf(out, out_size, "%s%s", conf->routes[r].dedup.table, in);
     return out;
 }
 
-/* One route's table: its gauges, then the rows old enough to settle. */
-static void dd_reconcile_background_route(dd_reconcile_t *scan, int r)
+/* One route's table in one shard: its stuck rows counted into *stuck and
+ * *oldest, then those old enough settled. Returns 0, or -1 when it failed
+ * (logged; the shard's next table starts on a fresh connection). */
+static int dd_reconcile_background_shard(dd_reconcile_t *scan, int r, int shard, int64_t *stuck,
+                                         double *oldest)
 {
     dd_reconcile_pass_t p = {.conf = scan->conf, .h = scan->hs[r], .apply = 1, .stop = &scan->stop};
-    int64_t stuck = 0;
-    double oldest = 0;
+    dd_db_t **db = &scan->db[shard];
+    int64_t n = 0;
+    double old = 0;
     char err[1024], where[400];
     int rc;
 
-    if (!scan->db)
-        rc = dd_db_new(&scan->db, scan->conf, err, sizeof(err));
-    else if (!dd_db_mysql(scan->db))
-        rc = dd_db_reconnect(scan->db, err, sizeof(err));
+    if (!*db)
+        rc = dd_db_new_shard(db, scan->conf, shard, err, sizeof(err));
+    else if (!dd_db_mysql(*db))
+        rc = dd_db_reconnect(*db, err, sizeof(err));
     else
         rc = DD_OK;
-    p.db = scan->db;
+    p.db = *db;
     dd_external_opts_init(&p.opts, scan->conf, &scan->conf->routes[r], scan->owner);
-    if (!rc) rc = dd_external_stuck_count(scan->db, &p.opts, &stuck, &oldest, err, sizeof(err));
-    if (!rc && scan->publish) scan->publish(scan->opaque, r, stuck, oldest);
-    if (!rc && stuck > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
+    if (!rc) rc = dd_external_stuck_count(*db, &p.opts, &n, &old, err, sizeof(err));
+    if (!rc) {
+        *stuck += n;
+        if (old > *oldest) *oldest = old;
+    }
+    if (!rc && n > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
     dd_buf_release(&p.sql);
-    dd_reconcile_where(scan->conf, r, where, sizeof(where));
+    dd_reconcile_where(scan->conf, r, shard, where, sizeof(where));
     if (rc) {
         dd_log(DD_LOG_WARN, "Compensation scan of %s failed, trying again in %lld ms: %s", where,
                (long long)scan->conf->external.scan_interval_ms, err);
-        dd_db_destroy(scan->db); /* the next table starts on a fresh connection */
-        scan->db = NULL;
-        return;
+        dd_db_destroy(*db);
+        *db = NULL;
+        return -1;
     }
     if (p.sum.rows)
         dd_log(DD_LOG_INFO,
                "Compensation scan of %s: %lld row(s) past their lease; %zu old enough to "
                "settle: %zu applied, %zu marked failed, %zu left processing, %zu skipped.",
-               where, (long long)stuck, p.sum.rows, p.sum.applied, p.sum.failed, p.sum.left,
+               where, (long long)n, p.sum.rows, p.sum.applied, p.sum.failed, p.sum.left,
                p.sum.skipped);
+    return 0;
+}
+
+/* One route's table in every shard, then its gauges: the stuck rows of
+ * every shard that answered, the oldest of them. */
+static void dd_reconcile_background_route(dd_reconcile_t *scan, int r)
+{
+    int64_t stuck = 0;
+    double oldest = 0;
+    int read = 0;
+
+    for (int s = 0; s < scan->conf->shard_cnt && !atomic_load(&scan->stop); s++)
+        read += dd_reconcile_background_shard(scan, r, s, &stuck, &oldest) == 0;
+    if (read && scan->publish) scan->publish(scan->opaque, r, stuck, oldest);
 }
 
 static void *dd_reconcile_thread_main(void *arg)
@@ -311,7 +338,8 @@ void dd_reconcile_destroy(dd_reconcile_t *scan)
 {
     if (!scan) return;
     dd_reconcile_stop(scan);
-    dd_db_destroy(scan->db);
+    for (int s = 0; s < DD_CONF_SHARD_MAX; s++)
+        dd_db_destroy(scan->db[s]);
     free(scan);
 }
 
@@ -375,24 +403,32 @@ static int dd_reconcile_cmd_pass(dd_reconcile_pass_t *p, char *err, size_t err_s
     return DD_OK;
 }
 
-/* One route's table, on db: checked, then scanned. With routes, a line
- * naming the route and its table comes first. */
-static int dd_reconcile_cmd_route(const dd_conf_t *conf, int r, dd_handler_t *h, dd_db_t *db,
-                                  const char *owner, int apply, char *err, size_t err_size)
+/* One route's table, on db (of shard): checked, then scanned. With routes,
+ * a line naming the route and its table comes first (and with shards the
+ * shard). */
+static int dd_reconcile_cmd_route(const dd_conf_t *conf, int r, int shard, dd_handler_t *h,
+                                  dd_db_t *db, const char *owner, int apply, char *err,
+                                  size_t err_size)
 {
     dd_reconcile_pass_t p = {.conf = conf, .h = h, .db = db, .apply = apply, .out = stdout};
     const char *table = conf->routes[r].dedup.table;
     int rc, index = 0;
 
     dd_external_opts_init(&p.opts, conf, &conf->routes[r], owner);
-    if (conf->has_routes) printf("route %s: dedup table %s\n", conf->routes[r].name, table);
+    if (conf->has_routes && conf->shard_cnt > 1)
+        printf("route %s: dedup table %s in shard %d\n", conf->routes[r].name, table, shard);
+    else if (conf->has_routes)
+        printf("route %s: dedup table %s\n", conf->routes[r].name, table);
+    else if (conf->shard_cnt > 1)
+        printf("dedup table %s in shard %d\n", table, shard);
     rc = dd_migrate_check_key_format(dd_db_mysql(db), table, err, err_size);
     if (!rc) rc = dd_reconcile_check_table(db, &conf->routes[r], &index, err, err_size);
     if (!rc) rc = dd_reconcile_cmd_pass(&p, err, err_size);
-    if (rc && conf->has_routes) {
-        char msg[800];
+    if (rc && (conf->has_routes || conf->shard_cnt > 1)) {
+        char msg[800], where[400];
         snprintf(msg, sizeof(msg), "%.700s", err);
-        snprintf(err, err_size, "route %s: %s", conf->routes[r].name, msg);
+        snprintf(err, err_size, "%s: %s", dd_reconcile_where(conf, r, shard, where, sizeof(where)),
+                 msg);
     }
     dd_buf_release(&p.sql);
     fflush(stdout);
@@ -450,14 +486,24 @@ static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
     gethostname(host, sizeof(host) - 1);
     snprintf(owner, sizeof(owner), "%s:%d reconcile", host, (int)getpid());
     rc = dd_reconcile_cmd_handlers(conf, only, hs, err, sizeof(err));
-    if (!rc) rc = dd_db_new(&db, conf, err, sizeof(err));
-    /* Every route in external mode (of those covered), a table each. */
-    for (int r = 0; !rc && r < conf->route_cnt; r++) {
-        if ((only >= 0 && r != only) || dd_handler_mode(hs[r]) != DEDUPD_MODE_EXTERNAL) continue;
-        rc = dd_reconcile_cmd_route(conf, r, hs[r], db, owner, o->apply, err, sizeof(err));
+    /* Shard by shard: every route in external mode (of those covered), a
+     * table each. */
+    for (int s = 0; !rc && s < conf->shard_cnt; s++) {
+        rc = dd_db_new_shard(&db, conf, s, err, sizeof(err));
+        if (rc && conf->shard_cnt > 1) {
+            char msg[800];
+            snprintf(msg, sizeof(msg), "%.700s", err);
+            snprintf(err, sizeof(err), "shard %d: %s", s, msg);
+        }
+        for (int r = 0; !rc && r < conf->route_cnt; r++) {
+            if ((only >= 0 && r != only) || dd_handler_mode(hs[r]) != DEDUPD_MODE_EXTERNAL)
+                continue;
+            rc = dd_reconcile_cmd_route(conf, r, s, hs[r], db, owner, o->apply, err, sizeof(err));
+        }
+        dd_db_destroy(db);
+        db = NULL;
     }
     if (rc) dd_log(DD_LOG_ERROR, "dedupd reconcile: %s", err);
-    dd_db_destroy(db);
     dd_routes_destroy_handlers(hs, conf->route_cnt);
     return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
@@ -483,7 +529,8 @@ const dd_cmd_t dd_cmd_reconcile = {
             "takes every row past its lease. Prints one tab-separated line per row (key, token,\n"
             "owner, seconds past the lease, topic/partition/offset, answer, action)\n"
             "and a line of totals, per table (with routes, after a line naming the\n"
-            "route and its table). Routes in local mode are left out. `dedupd run` does\n"
+            "route and its table). With mysql.shards, each table in every shard (a line\n"
+            "naming the shard first). Routes in local mode are left out. `dedupd run` does\n"
             "the same with --apply every external.scan_interval.\n"
             "\n"
             "Options:\n"

@@ -71,6 +71,37 @@ static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
     return rc;
 }
 
+/* Shard s: its recorded layout (with shards: a key looked for in a shard
+ * of another layout would be reported missing, and --apply would claim it
+ * anew), then each table read there: its key format and the privileges
+ * replay needs there (temporary tables only in shard 0, where they live). */
+static int dd_replay_check_shard(dd_replay_t *rp, int s, char *errstr, size_t errstr_size)
+{
+    const dd_conf_t *conf = rp->conf;
+    char who[340];
+    int rc = dd_migrate_layout_check(dd_db_mysql(rp->sdb[s]),
+                                     dd_conf_shard_name(conf, s, who, sizeof(who)), s,
+                                     conf->shard_cnt, conf->shard_cnt > 1, errstr, errstr_size);
+
+    if (rc) return rc; /* the message names the shard */
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        const char *table = conf->routes[r].dedup.table;
+        if (rp->only >= 0 && r != rp->only) continue;
+        rc = dd_migrate_check_key_format(dd_db_mysql(rp->sdb[s]), table, errstr, errstr_size);
+        if (!rc)
+            rc = dd_grants_check(rp->sdb[s], conf, table,
+                                 DD_GRANTS_READ | (s == 0 ? DD_GRANTS_TEMP : 0) |
+                                     (rp->args->apply ? DD_GRANTS_CLAIM : 0),
+                                 errstr, errstr_size);
+    }
+    if (rc && conf->shard_cnt > 1) {
+        char msg[800];
+        snprintf(msg, sizeof(msg), "%.700s", errstr);
+        snprintf(errstr, errstr_size, "shard %d: %s", s, msg);
+    }
+    return rc;
+}
+
 static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     dd_replay_args_t *args = rp->args;
@@ -90,17 +121,12 @@ static int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
     }
-    if (!rc) rc = dd_db_new(&rp->db, conf, errstr, errstr_size);
-    for (int r = 0; !rc && r < conf->route_cnt; r++) {
-        const char *table = conf->routes[r].dedup.table;
-        if (rp->only >= 0 && r != rp->only) continue;
-        rc = dd_migrate_check_key_format(dd_db_mysql(rp->db), table, errstr, errstr_size);
-        if (!rc)
-            rc = dd_grants_check(rp->db, conf, table,
-                                 DD_GRANTS_READ | DD_GRANTS_TEMP |
-                                     (args->apply ? DD_GRANTS_CLAIM : 0),
-                                 errstr, errstr_size);
-    }
+    if (!rc) rc = dd_db_new_shard(&rp->db, conf, 0, errstr, errstr_size);
+    if (!rc) rp->sdb[0] = rp->db;
+    for (int s = 1; !rc && s < conf->shard_cnt; s++)
+        rc = dd_db_new_shard(&rp->sdb[s], conf, s, errstr, errstr_size);
+    for (int s = 0; !rc && s < conf->shard_cnt; s++)
+        rc = dd_replay_check_shard(rp, s, errstr, errstr_size);
     if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_kafka_new(rp, errstr, errstr_size);
     if (!rc) rc = dd_replay_partitions(rp, errstr, errstr_size);
@@ -123,6 +149,8 @@ static void dd_replay_destroy(dd_replay_t *rp)
         rd_kafka_consumer_close(rp->rk);
         rd_kafka_destroy(rp->rk);
     }
+    for (int s = 1; s < DD_CONF_SHARD_MAX; s++)
+        dd_db_destroy(rp->sdb[s]);
     dd_db_destroy(rp->db);
     dd_buf_release(&rp->sql);
     dd_kafka_topics_free(rp->topics, rp->topic_cnt);
@@ -136,9 +164,19 @@ static void dd_replay_release(void *opts)
     free(((dd_replay_args_t *)opts)->parts);
 }
 
-/* --route naming no route is a usage error, as a bad argument. */
+/* --route naming no route is a usage error, as a bad argument. So is
+ * --orphans with shards: its anti-join runs in the database holding both
+ * the dedup table and what replay saw, and with shards the rows are in
+ * several. */
 static int dd_replay_route_unknown(const dd_conf_t *conf, const dd_replay_args_t *args)
 {
+    if (args->orphans && conf->shard_cnt > 1) {
+        dd_log(DD_LOG_ERROR,
+               "dedupd replay: --orphans is not available with mysql.shards (%d shards): it "
+               "compares one database's dedup table with the range",
+               conf->shard_cnt);
+        return 1;
+    }
     if (!args->route || dd_conf_route_named(conf, args->route) >= 0) return 0;
     dd_log(DD_LOG_ERROR, "dedupd replay: --route %s: %s has no route of that name", args->route,
            conf->path);

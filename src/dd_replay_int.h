@@ -117,7 +117,10 @@ typedef struct {
     int topic_cnt;
     dd_json_doc_t *doc; /* the message being parsed */
     rd_kafka_t *rk;
-    dd_db_t *db;
+    dd_db_t *db; /* shard 0's: the temporary tables, and shard 0's lookups */
+    /* Each shard's connection for its lookups (sdb[0] is db, not owned
+     * twice). */
+    dd_db_t *sdb[DD_CONF_SHARD_MAX];
     dd_buf_t sql;
 
     dd_replay_part_t *parts;

@@ -4,7 +4,10 @@
  * batch, and what replay learns about each key kept in session TEMPORARY
  * tables (dd_replay_key, dd_replay_event), so memory is bounded by the
  * batch, not by the range. A key is a route's: the same key in two routes
- * is two keys, each looked up in its route's dedup table.
+ * is two keys, each looked up in its route's dedup table. With shards, a
+ * key is looked up in the shard its route's routing picks (the pipeline's
+ * rule, dd_shard.h), on a connection to that shard; the temporary tables
+ * stay in shard 0's session.
  */
 #include "dd_replay_int.h"
 
@@ -46,7 +49,8 @@ int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     static const char *const ddl[] = {
         "CREATE TEMPORARY TABLE dd_replay_key ("
-        " route SMALLINT NOT NULL, biz_key VARBINARY(255) NOT NULL, msg_hash BINARY(32) NOT NULL,"
+        " route SMALLINT NOT NULL, shard SMALLINT NOT NULL, biz_key VARBINARY(255) NOT NULL,"
+        " msg_hash BINARY(32) NOT NULL,"
         " topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL, koffset BIGINT NOT NULL,"
         " kafka_key BLOB NULL,"
         " status TINYINT NOT NULL, reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL,"
@@ -54,7 +58,7 @@ int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
         " outcome_error VARCHAR(1024) NULL, PRIMARY KEY (route, biz_key)) ENGINE=InnoDB",
         "CREATE TEMPORARY TABLE dd_replay_event ("
         " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, route SMALLINT NOT NULL,"
-        " biz_key VARBINARY(255) NULL,"
+        " shard SMALLINT NULL, biz_key VARBINARY(255) NULL,"
         " msg_hash BINARY(32) NULL, topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL,"
         " koffset BIGINT NOT NULL, kafka_key BLOB NULL, status TINYINT NOT NULL,"
         " reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL, detail VARCHAR(1024) NULL)"
@@ -127,12 +131,14 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t a, size_t b, char *errs
     return DD_OK;
 }
 
-/* The dedup rows of one route's keys (uk[a..b)) met for the first time,
- * from the route's table. */
+/* The dedup rows of one route's keys of one shard (uk[a..b)) met for the
+ * first time, from the route's table in that shard. */
 static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errstr,
                                  size_t errstr_size)
 {
-    MYSQL_RES *res;
+    int shard = rp->uk[a].first->shard;
+    MYSQL *mysql = dd_db_mysql(rp->sdb[shard]);
+    MYSQL_RES *res = NULL;
     MYSQL_ROW row;
     size_t fresh = 0;
 
@@ -143,7 +149,19 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errs
     dd_buf_printf(&rp->sql, "SELECT biz_key, request_hash, status, error FROM `%s` WHERE",
                   rp->conf->routes[rp->uk[a].first->route].dedup.table);
     dd_replay_in_list(rp, a, b, 1);
-    if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
+    if (rp->sql.oom) {
+        dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
+        return DD_ERR_NOMEM;
+    }
+    if (mysql_real_query(mysql, rp->sql.p, (unsigned long)rp->sql.len) != 0 ||
+        !(res = mysql_store_result(mysql))) {
+        if (rp->conf->shard_cnt > 1)
+            dd_errstr_set(errstr, errstr_size, "shard %d: %u: %s", shard, mysql_errno(mysql),
+                          mysql_error(mysql));
+        else
+            dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+        return DD_ERR_FATAL;
+    }
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_ukey_t *k = dd_replay_ukey_find(rp, a, b, row[0], len[0]);
@@ -159,12 +177,14 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errs
 
 /* ---- judging a batch ---- */
 
-/* Route, then key, then the order consumed. */
+/* Route, then shard, then key, then the order consumed (a key has one
+ * shard: its copies stay together). */
 static int dd_replay_item_cmp(const void *a, const void *b)
 {
     const dd_item_t *x = *(dd_item_t *const *)a, *y = *(dd_item_t *const *)b;
-    int c = x->route != y->route ? (x->route < y->route ? -1 : 1)
-                                 : dd_text_cmp(x->key, x->key_len, y->key, y->key_len);
+    int c = x->route != y->route   ? (x->route < y->route ? -1 : 1)
+            : x->shard != y->shard ? (x->shard < y->shard ? -1 : 1)
+                                   : dd_text_cmp(x->key, x->key_len, y->key, y->key_len);
 
     return c ? c : (x->seq < y->seq ? -1 : x->seq > y->seq);
 }
@@ -257,8 +277,9 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
     int any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_key (route, biz_key, msg_hash, topic, kpartition, "
-                          "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
+    dd_buf_puts(&rp->sql,
+                "INSERT INTO dd_replay_key (route, shard, biz_key, msg_hash, topic, kpartition, "
+                "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
     for (size_t i = 0; i < u; i++) {
         dd_replay_ukey_t *k = &rp->uk[i];
         const char *reason;
@@ -268,7 +289,7 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
         rp->sum.keys++;
         rp->sum.status[st]++;
         dd_buf_puts(&rp->sql, any++ ? ",(" : "(");
-        dd_buf_printf(&rp->sql, "%d,", k->first->route);
+        dd_buf_printf(&rp->sql, "%d,%d,", k->first->route, k->first->shard);
         dd_db_hex(&rp->sql, k->first->key, k->first->key_len);
         dd_buf_puts(&rp->sql, ",");
         dd_db_hex(&rp->sql, k->first_hash, DD_HASH_LEN);
@@ -293,7 +314,10 @@ static void dd_replay_put_event(dd_replay_t *rp, const dd_item_t *it, int *any,
                                 const unsigned char *first_hash)
 {
     dd_buf_puts(&rp->sql, (*any)++ ? ",(" : "(");
-    dd_buf_printf(&rp->sql, "%d,", it->route);
+    if (first_hash)
+        dd_buf_printf(&rp->sql, "%d,%d,", it->route, it->shard);
+    else
+        dd_buf_printf(&rp->sql, "%d,NULL,", it->route); /* a bad message has no shard */
     if (first_hash) {
         dd_db_hex(&rp->sql, it->key, it->key_len);
         dd_buf_puts(&rp->sql, ",");
@@ -321,7 +345,7 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
     int any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_event (route, biz_key, msg_hash, topic, "
+    dd_buf_puts(&rp->sql, "INSERT INTO dd_replay_event (route, shard, biz_key, msg_hash, topic, "
                           "kpartition, koffset, kafka_key, status, reason, stored_hash, detail) "
                           "VALUES ");
     for (size_t i = 0; i < rp->n; i++) {
@@ -377,8 +401,10 @@ int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
 
     if (rp->n == 0) return DD_OK;
     u = dd_replay_group(rp);
-    for (size_t a = 0, b; !rc && a < u; a = b) { /* route by route */
-        for (b = a + 1; b < u && rp->uk[b].first->route == rp->uk[a].first->route; b++)
+    for (size_t a = 0, b; !rc && a < u; a = b) { /* route by route, shard by shard */
+        for (b = a + 1; b < u && rp->uk[b].first->route == rp->uk[a].first->route &&
+                        rp->uk[b].first->shard == rp->uk[a].first->shard;
+             b++)
             ;
         rc = dd_replay_lookup_seen(rp, a, b, errstr, errstr_size);
         if (!rc) rc = dd_replay_lookup_rows(rp, a, b, errstr, errstr_size);
@@ -400,6 +426,7 @@ int dd_replay_message(dd_replay_t *rp, const dd_replay_part_t *pt, rd_kafka_mess
 {
     const dd_route_t *rt = &rp->routes->route[pt->route];
     dd_item_t *item = dd_item_new();
+    int reason = 0;
 
     if (!item) {
         rd_kafka_message_destroy(rkm);
@@ -413,6 +440,11 @@ int dd_replay_message(dd_replay_t *rp, const dd_replay_part_t *pt, rd_kafka_mess
     if (dd_parse_message(rp->doc, rt->conf->dedup.max_payload_bytes, rt->tmpl, rkm->payload,
                          rkm->len, &item->json, item->key, &item->key_len, &item->reason,
                          item->error, sizeof(item->error)) != DD_OK) {
+        item->outcome = DD_OUT_DLQ;
+    } else if ((item->shard = dd_routes_shard(rt, rp->doc, item->key, item->key_len, &reason,
+                                              item->error, sizeof(item->error))) < 0) {
+        /* No shard: the pipeline dead-letters it, so it is a bad message. */
+        item->reason = (dd_reason_t)reason;
         item->outcome = DD_OUT_DLQ;
     } else if (dd_hash_doc(rt->hspec, rp->doc, item->hash) != DD_OK) {
         rp->batch[rp->n++] = item; /* freed with the batch */

@@ -25,6 +25,7 @@ static const char *const dd_replay_row_names[3] = {"processing", "applied", "fai
  * or from dd_replay_orphan (status "orphan"). NULL fields are left out. */
 typedef struct {
     const char *route; /* its route's name, with routes; NULL without */
+    const char *shard; /* the key's shard, with mysql.shards; NULL without or for a bad message */
     const char *status, *reason, *topic;
     const char *partition, *offset;
     const char *key; /* the business key, bytes */
@@ -84,6 +85,7 @@ static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int firs
     fputs(first ? "\n    {" : ",\n    {", out);
     dd_replay_json_key(out, "key", e->key, e->key_len, 1);
     dd_replay_json_field(out, "route", e->route, 0);
+    dd_replay_json_field(out, "shard", e->shard, 1);
     dd_replay_json_field(out, "status", e->status, 0);
     dd_replay_json_field(out, "reason", e->reason, 0);
     dd_replay_json_field(out, "topic", e->topic, 0);
@@ -132,10 +134,10 @@ static void dd_replay_csv_key(FILE *out, const char *key, size_t len)
 #define DD_REPLAY_CSV_COLUMNS                                                                      \
     "status,reason,topic,partition,offset,key,key_hex,kafka_key,kafka_key_hex,hash,stored_hash,"   \
     "detail,apply,apply_error"
-#define DD_REPLAY_CSV_HEADER DD_REPLAY_CSV_COLUMNS "\n"
-#define DD_REPLAY_CSV_HEADER_ROUTES DD_REPLAY_CSV_COLUMNS ",route\n"
 
-static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
+/* routes, shards: whether the route and shard columns are there (the
+ * header's). */
+static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e, int routes, int shards)
 {
     const char *v[] = {e->status, e->reason, e->topic, e->partition, e->offset};
     char detail[1200];
@@ -154,8 +156,9 @@ static void dd_replay_csv_entry(FILE *out, const dd_replay_entry_t *e)
     dd_replay_csv_field(out, detail, strlen(detail), 0);
     dd_replay_csv_field(out, e->apply, e->apply ? strlen(e->apply) : 0, 0);
     dd_replay_csv_field(out, e->apply_error, e->apply_error ? strlen(e->apply_error) : 0,
-                        !e->route);
-    if (e->route) dd_replay_csv_field(out, e->route, strlen(e->route), 1);
+                        !routes && !shards);
+    if (routes) dd_replay_csv_field(out, e->route, e->route ? strlen(e->route) : 0, !shards);
+    if (shards) dd_replay_csv_field(out, e->shard, e->shard ? strlen(e->shard) : 0, 1);
 }
 
 static const char *dd_replay_name(const char *const *names, int cnt, const char *num)
@@ -180,7 +183,7 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
 {
     static const char cols[] = "status, reason, topic, kpartition, koffset, biz_key, "
                                "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail, kafka_key, "
-                               "route";
+                               "route, shard";
     MYSQL_RES *res;
     MYSQL_ROW row;
     int n = 0;
@@ -190,13 +193,14 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
                   "SELECT %s, outcome, outcome_error FROM dd_replay_key WHERE status <> %d "
                   "UNION ALL SELECT %s, 0, NULL FROM dd_replay_event ORDER BY 3, 4, 5",
                   cols, DD_RS_APPLIED, cols);
-    /* columns: 0-9 cols, 10 route, 11 outcome, 12 outcome_error */
+    /* columns: 0-9 cols, 10 route, 11 shard, 12 outcome, 13 outcome_error */
     if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
-        int outcome = atoi(row[11]);
+        int outcome = atoi(row[12]);
         dd_replay_entry_t e = {
             .route = dd_replay_route_name(rp, row[10]),
+            .shard = rp->conf->shard_cnt > 1 ? row[11] : NULL,
             .status = dd_replay_name(dd_replay_status_names, DD_RS_CNT, row[0]),
             .reason = row[1],
             .topic = row[2],
@@ -209,11 +213,11 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
             .detail = row[8],
             .kafka_key = row[9],
             .kafka_key_len = len[9],
-            .apply_error = row[12],
-            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[11]) : NULL,
+            .apply_error = row[13],
+            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[12]) : NULL,
         };
         if (rp->args->csv)
-            dd_replay_csv_entry(out, &e);
+            dd_replay_csv_entry(out, &e, rp->conf->has_routes, rp->conf->shard_cnt > 1);
         else
             dd_replay_json_entry(out, &e, n == 0);
         n++;
@@ -303,7 +307,7 @@ static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, siz
             .created_at = row[6],
         };
         if (rp->args->csv)
-            dd_replay_csv_entry(out, &e);
+            dd_replay_csv_entry(out, &e, rp->conf->has_routes, 0); /* no orphans with shards */
         else
             dd_replay_json_entry(out, &e, n == 0);
         n++;
@@ -378,8 +382,10 @@ static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errst
     int rc;
 
     if (rp->args->csv) {
-        /* with routes, each entry's route in a column of its own, the last */
-        fputs(rp->conf->has_routes ? DD_REPLAY_CSV_HEADER_ROUTES : DD_REPLAY_CSV_HEADER, out);
+        /* with routes, each entry's route in a column of its own, after
+         * the others; with shards, its shard after that, the last */
+        fprintf(out, "%s%s%s\n", DD_REPLAY_CSV_COLUMNS, rp->conf->has_routes ? ",route" : "",
+                rp->conf->shard_cnt > 1 ? ",shard" : "");
     } else {
         fputs("{\n", out);
         dd_replay_write_summary(rp, out, complete);

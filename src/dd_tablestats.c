@@ -9,6 +9,8 @@
  * partition. Every query is an aggregate the table's indexes make cheap,
  * or a scan the output says it is; the group's offsets are read without
  * joining it (dd_kafka.h), so the live consumers do not rebalance.
+ * With shards, each table is read in every shard: the figures of each
+ * shard, and their totals.
  */
 #include <getopt.h>
 #include <stdarg.h>
@@ -32,17 +34,20 @@ typedef struct {
     const char *route; /* --route: only this route's table */
 } dd_tablestats_opts_t;
 
-/* What the table says. */
+/* Failed rows of one error. */
+typedef struct {
+    unsigned long long rows;
+    char error[104];
+} dd_tablestats_err_t;
+
+/* What the table says (in one shard, or the totals of every shard). */
 typedef struct {
     unsigned long long status[3], other, rows;
     int have_rows;
     char oldest[32], newest[32];
     long long oldest_age_s, newest_age_s;
     unsigned long long expired_done, expired_processing;
-    struct {
-        unsigned long long rows;
-        char error[104];
-    } failed[DD_TABLESTATS_TOP];
+    dd_tablestats_err_t failed[DD_TABLESTATS_TOP];
     int failed_cnt;
 } dd_tablestats_t;
 
@@ -160,23 +165,97 @@ static int dd_tablestats_failures(dd_db_t *db, const char *table, dd_tablestats_
     return DD_OK;
 }
 
-/* The tables of the routes shown (only < 0: all), into ts[route]. */
-static int dd_tablestats_read(const dd_conf_t *conf, int only, dd_tablestats_t *ts, char *errstr,
-                              size_t errstr_size)
+/* The tables of the routes shown (only < 0: all) in one shard, into
+ * ts[route * shard_cnt + shard]. */
+static int dd_tablestats_read_shard(const dd_conf_t *conf, int only, int shard, dd_tablestats_t *ts,
+                                    char *errstr, size_t errstr_size)
 {
     dd_db_t *db = NULL;
-    int rc = dd_db_new(&db, conf, errstr, errstr_size);
+    int rc = dd_db_new_shard(&db, conf, shard, errstr, errstr_size);
 
     for (int r = 0; !rc && r < conf->route_cnt; r++) {
         const char *table = conf->routes[r].dedup.table;
+        dd_tablestats_t *t = &ts[r * conf->shard_cnt + shard];
         if (only >= 0 && r != only) continue;
         rc = dd_grants_check(db, conf, table, DD_GRANTS_READ, errstr, errstr_size);
-        if (!rc) rc = dd_tablestats_by_status(db, table, &ts[r], errstr, errstr_size);
-        if (!rc) rc = dd_tablestats_ages(db, table, &ts[r], errstr, errstr_size);
-        if (!rc) rc = dd_tablestats_expired(db, table, &ts[r], errstr, errstr_size);
-        if (!rc) rc = dd_tablestats_failures(db, table, &ts[r], errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_by_status(db, table, t, errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_ages(db, table, t, errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_expired(db, table, t, errstr, errstr_size);
+        if (!rc) rc = dd_tablestats_failures(db, table, t, errstr, errstr_size);
     }
     dd_db_destroy(db);
+    if (rc && conf->shard_cnt > 1) {
+        char msg[800];
+        snprintf(msg, sizeof(msg), "%.700s", errstr);
+        snprintf(errstr, errstr_size, "shard %d: %s", shard, msg);
+    }
+    return rc;
+}
+
+/* Adds one shard's figures of a table to the totals tot: counts add up,
+ * the oldest and newest rows are the extremes, failed rows by error are
+ * merged (an error in several shards is one line) and cut to the top:
+ * the top of the errors each shard's top holds. */
+static void dd_tablestats_add(dd_tablestats_t *tot, const dd_tablestats_t *t)
+{
+    for (int i = 0; i < 3; i++)
+        tot->status[i] += t->status[i];
+    tot->other += t->other;
+    tot->rows += t->rows;
+    tot->expired_done += t->expired_done;
+    tot->expired_processing += t->expired_processing;
+    if (t->have_rows) {
+        if (!tot->have_rows || t->oldest_age_s > tot->oldest_age_s) {
+            memcpy(tot->oldest, t->oldest, sizeof(tot->oldest));
+            tot->oldest_age_s = t->oldest_age_s;
+        }
+        if (!tot->have_rows || t->newest_age_s < tot->newest_age_s) {
+            memcpy(tot->newest, t->newest, sizeof(tot->newest));
+            tot->newest_age_s = t->newest_age_s;
+        }
+        tot->have_rows = 1;
+    }
+    for (int i = 0; i < t->failed_cnt; i++) {
+        int j = 0;
+        while (j < tot->failed_cnt && strcmp(tot->failed[j].error, t->failed[i].error) != 0)
+            j++;
+        if (j == tot->failed_cnt) {
+            if (j == DD_TABLESTATS_TOP) {
+                /* Full: it takes the place of the least frequent when it
+                 * is more frequent. */
+                j = DD_TABLESTATS_TOP - 1;
+                if (tot->failed[j].rows >= t->failed[i].rows) continue;
+            } else {
+                tot->failed_cnt++;
+            }
+            tot->failed[j] = t->failed[i];
+        } else {
+            tot->failed[j].rows += t->failed[i].rows;
+        }
+        /* Back into order: most rows first, then by error. */
+        while (j > 0 && (tot->failed[j - 1].rows < tot->failed[j].rows ||
+                         (tot->failed[j - 1].rows == tot->failed[j].rows &&
+                          strcmp(tot->failed[j - 1].error, tot->failed[j].error) > 0))) {
+            dd_tablestats_err_t tmp = tot->failed[j - 1];
+            tot->failed[j - 1] = tot->failed[j];
+            tot->failed[j] = tmp;
+            j--;
+        }
+    }
+}
+
+/* The tables of the routes shown in every shard, into ts (route by route,
+ * a shard each), and each table's totals into tot[route]. */
+static int dd_tablestats_read(const dd_conf_t *conf, int only, dd_tablestats_t *ts,
+                              dd_tablestats_t *tot, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    for (int s = 0; !rc && s < conf->shard_cnt; s++)
+        rc = dd_tablestats_read_shard(conf, only, s, ts, errstr, errstr_size);
+    for (int r = 0; !rc && r < conf->route_cnt; r++)
+        for (int s = 0; s < conf->shard_cnt; s++)
+            dd_tablestats_add(&tot[r], &ts[r * conf->shard_cnt + s]);
     return rc;
 }
 
@@ -263,7 +342,11 @@ static void dd_tablestats_text_table(const dd_conf_t *conf, int r, const dd_tabl
     char age[32], every[32], iv[32];
 
     if (conf->has_routes) dd_tablestats_line("route", "%s", route->name);
-    dd_tablestats_line("table", "%s.%s", conf->mysql.database, route->dedup.table);
+    if (conf->shard_cnt > 1)
+        dd_tablestats_line("table", "%s in %d shards (totals)", route->dedup.table,
+                           conf->shard_cnt);
+    else
+        dd_tablestats_line("table", "%s.%s", conf->shards[0].database, route->dedup.table);
     dd_tablestats_line("rows", "%llu", ts->rows);
     dd_tablestats_line("  applied (status 1)", "%llu", ts->status[1]);
     dd_tablestats_line("  failed (status 2)", "%llu", ts->status[2]);
@@ -294,13 +377,32 @@ static void dd_tablestats_text_table(const dd_conf_t *conf, int r, const dd_tabl
         printf("  %8llu  %s\n", ts->failed[i].rows, ts->failed[i].error);
 }
 
+/* With shards, a line per shard of route r's table (the lines above are
+ * their totals). */
+static void dd_tablestats_text_shards(const dd_conf_t *conf, int r, const dd_tablestats_t *ts)
+{
+    char label[64], addr[300];
+
+    if (conf->shard_cnt < 2) return;
+    printf("by shard (rows: applied/failed/processing; expired awaiting purge):\n");
+    for (int s = 0; s < conf->shard_cnt; s++) {
+        const dd_tablestats_t *t = &ts[r * conf->shard_cnt + s];
+        snprintf(label, sizeof(label), "  shard %d", s);
+        dd_tablestats_line(label, "%llu: %llu/%llu/%llu; %llu  (%s, %s)", t->rows, t->status[1],
+                           t->status[2], t->status[0], t->expired_done,
+                           dd_conf_mysql_addr(&conf->shards[s], addr, sizeof(addr)),
+                           conf->shards[s].database);
+    }
+}
+
 static void dd_tablestats_text(const dd_conf_t *conf, int only, const dd_tablestats_t *ts,
-                               const dd_tablestats_group_t *g)
+                               const dd_tablestats_t *tot, const dd_tablestats_group_t *g)
 {
     for (int r = 0, n = 0; r < conf->route_cnt; r++) {
         if (only >= 0 && r != only) continue;
         if (n++) putchar('\n');
-        dd_tablestats_text_table(conf, r, &ts[r]);
+        dd_tablestats_text_table(conf, r, &tot[r]);
+        dd_tablestats_text_shards(conf, r, ts);
     }
     printf("dead letters: the table records rejected keys as failed rows (status 2, with the "
            "error);\nconflicts are not stored in the table (a conflicting message goes to the "
@@ -358,14 +460,9 @@ static void dd_tablestats_json_group(const dd_conf_t *conf, const dd_tablestats_
     fputs("}", stdout);
 }
 
-/* "table":{...},"retention":{...} of route r. */
-static void dd_tablestats_json_table(const dd_conf_t *conf, int r, const dd_tablestats_t *ts)
+/* The figures of a table (a shard's or the totals), after a first member. */
+static void dd_tablestats_json_counts(const dd_tablestats_t *ts)
 {
-    const dd_conf_route_t *route = &conf->routes[r];
-
-    fputs("\"table\":{", stdout);
-    dd_tablestats_json_str("database", conf->mysql.database, 1);
-    dd_tablestats_json_str("name", route->dedup.table, 0);
     dd_tablestats_json_num("rows", (long long)ts->rows, 0, 0);
     dd_tablestats_json_num("applied", (long long)ts->status[1], 0, 0);
     dd_tablestats_json_num("failed", (long long)ts->status[2], 0, 0);
@@ -384,6 +481,30 @@ static void dd_tablestats_json_table(const dd_conf_t *conf, int r, const dd_tabl
         dd_tablestats_json_num("rows", (long long)ts->failed[i].rows, 0, 0);
         fputs("}", stdout);
     }
+    fputs("]", stdout);
+}
+
+/* "table":{...},"retention":{...} of route r: the totals of every shard,
+ * and "shards", each shard's figures (one element without mysql.shards). */
+static void dd_tablestats_json_table(const dd_conf_t *conf, int r, const dd_tablestats_t *ts,
+                                     const dd_tablestats_t *tot)
+{
+    const dd_conf_route_t *route = &conf->routes[r];
+    char addr[300];
+
+    fputs("\"table\":{", stdout);
+    dd_tablestats_json_str("database", conf->shards[0].database, 1);
+    dd_tablestats_json_str("name", route->dedup.table, 0);
+    dd_tablestats_json_counts(&tot[r]);
+    fputs(",\"shards\":[", stdout);
+    for (int s = 0; s < conf->shard_cnt; s++) {
+        fputs(s ? ",{" : "{", stdout);
+        dd_tablestats_json_num("shard", s, 0, 1);
+        dd_tablestats_json_str("host", dd_conf_mysql_addr(&conf->shards[s], addr, sizeof(addr)), 0);
+        dd_tablestats_json_str("database", conf->shards[s].database, 0);
+        dd_tablestats_json_counts(&ts[r * conf->shard_cnt + s]);
+        fputs("}", stdout);
+    }
     fputs("]},\"retention\":{", stdout);
     dd_tablestats_json_num("ttl_s", route->dedup.ttl_s, 0, 1);
     dd_tablestats_json_num("purge_interval_s", conf->purge.interval_s, 0, 0);
@@ -395,7 +516,7 @@ static void dd_tablestats_json_table(const dd_conf_t *conf, int r, const dd_tabl
  * then, when one route is shown, its table and retention once more at the
  * top (the shape of a configuration without routes), then the group. */
 static void dd_tablestats_json(const dd_conf_t *conf, int only, const dd_tablestats_t *ts,
-                               const dd_tablestats_group_t *g)
+                               const dd_tablestats_t *tot, const dd_tablestats_group_t *g)
 {
     int shown = 0, one = only >= 0 ? only : conf->route_cnt == 1 ? 0 : -1;
 
@@ -405,12 +526,12 @@ static void dd_tablestats_json(const dd_conf_t *conf, int only, const dd_tablest
         fputs(shown++ ? ",{" : "{", stdout);
         dd_tablestats_json_str("route", conf->routes[r].name, 1);
         fputs(",", stdout);
-        dd_tablestats_json_table(conf, r, &ts[r]);
+        dd_tablestats_json_table(conf, r, ts, tot);
         fputs("}", stdout);
     }
     fputs("],", stdout);
     if (one >= 0) {
-        dd_tablestats_json_table(conf, one, &ts[one]);
+        dd_tablestats_json_table(conf, one, ts, tot);
         fputs(",", stdout);
     }
     dd_tablestats_json_group(conf, g);
@@ -451,7 +572,8 @@ static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
 {
     const dd_tablestats_opts_t *o = opts;
     int only = o->route ? dd_conf_route_named(conf, o->route) : -1;
-    dd_tablestats_t *ts = calloc((size_t)conf->route_cnt, sizeof(*ts));
+    dd_tablestats_t *ts = calloc((size_t)(conf->route_cnt * conf->shard_cnt), sizeof(*ts));
+    dd_tablestats_t *tot = calloc((size_t)conf->route_cnt, sizeof(*tot));
     dd_tablestats_group_t g;
     char err[1024];
     int rc;
@@ -461,28 +583,33 @@ static int dd_tablestats_run(const dd_conf_t *conf, void *opts)
         dd_log(DD_LOG_ERROR, "dedupd stats: --route %s: %s has no route of that name", o->route,
                conf->path);
         free(ts);
+        free(tot);
         return DD_EXIT_USAGE;
     }
-    if (!ts) {
+    if (!ts || !tot) {
         dd_log(DD_LOG_ERROR, "dedupd stats: out of memory");
+        free(ts);
+        free(tot);
         return DD_EXIT_FAIL;
     }
-    rc = dd_tablestats_read(conf, only, ts, err, sizeof(err));
+    rc = dd_tablestats_read(conf, only, ts, tot, err, sizeof(err));
     if (rc) {
         dd_log(DD_LOG_ERROR, "dedupd stats: %s", err);
         free(ts);
+        free(tot);
         return DD_EXIT_FAIL;
     }
     dd_tablestats_read_group(conf, only, &g);
     if (o->json)
-        dd_tablestats_json(conf, only, ts, &g);
+        dd_tablestats_json(conf, only, ts, tot, &g);
     else
-        dd_tablestats_text(conf, only, ts, &g);
+        dd_tablestats_text(conf, only, ts, tot, &g);
     fflush(stdout);
     if (g.error[0]) dd_log(DD_LOG_ERROR, "dedupd stats: group %s: %s", conf->kafka.group, g.error);
     free(g.parts);
     dd_kafka_topics_free(g.topics, g.topic_cnt);
     free(ts);
+    free(tot);
     return g.error[0] ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
@@ -496,12 +623,14 @@ const dd_cmd_t dd_cmd_stats = {
             "newest, what awaits the purge, the most frequent errors of failed rows) and\n"
             "the consumer group's committed offset, end offset and lag per partition of\n"
             "the routes' topics, read without joining the group (the running consumers\n"
-            "do not rebalance).\n"
+            "do not rebalance). With mysql.shards, each table's totals over every shard,\n"
+            "then a line per shard.\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE   configuration file (libconfig)\n"
             "  --format FORMAT     text (the default) or json (one object: routes, and for\n"
-            "                      one route its table and retention, group;\n"
+            "                      one route its table and retention, group; a table's\n"
+            "                      figures are the totals, its shards array each shard's;\n"
             "                      docs/OPERATIONS.md, Stats)\n"
             "  --route NAME        only the route NAME (routes[].name; default for a\n"
             "                      configuration without routes): its table and topics\n"
