@@ -53,17 +53,32 @@ _dd_mariadb_fail() {
   return 1
 }
 
+# A new datadir is a copy of one installed datadir per user and server
+# version (DD_MARIADB_TEMPLATE): mariadb-install-db runs once, under a lock,
+# so instances created at the same time (tests in parallel, the shards of
+# one test) neither run it concurrently nor each pay for it.
 _dd_mariadb_install() {
-  local dir="$1"
+  local dir="$1" tmpl
   [[ -d "$dir/data/mysql" ]] && return 0
+  tmpl=${DD_MARIADB_TEMPLATE:-${TMPDIR:-/tmp}/dedupd-mariadb-template.$(id -u).$(mariadbd --version | cksum | cut -d' ' -f1)}
   mkdir -p "$dir/data"
-  if ! mariadb-install-db --no-defaults --datadir="$dir/data" --user="$(id -un)" \
-      --auth-root-authentication-method=normal --skip-test-db \
-      >"$dir/install-db.log" 2>&1; then
-    cat "$dir/install-db.log" >&2
-    _dd_mariadb_fail "$dir" "mariadb-install-db failed for $dir/data"
+  (
+    flock 9
+    if [[ ! -f "$tmpl/installed" ]]; then
+      rm -rf "$tmpl" && mkdir -p "$tmpl/data" || exit 1
+      if ! mariadb-install-db --no-defaults --datadir="$tmpl/data" --user="$(id -un)" \
+          --auth-root-authentication-method=normal --skip-test-db \
+          >"$tmpl/install-db.log" 2>&1; then
+        cat "$tmpl/install-db.log" >&2
+        exit 1
+      fi
+      touch "$tmpl/installed"
+    fi
+    cp -a "$tmpl/data/." "$dir/data/"
+  ) 9>"$tmpl.lock" || {
+    _dd_mariadb_fail "$dir" "mariadb-install-db failed for $tmpl/data (the template of $dir/data)"
     return 1
-  fi
+  }
 }
 
 # Starts mariadbd on an installed datadir and waits until it answers.

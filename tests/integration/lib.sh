@@ -692,7 +692,6 @@ tb_shards() {
   # shellcheck source=../../scripts/lib/mariadb.sh
   source "$DD_TEST_SRC_DIR/scripts/lib/mariadb.sh"
   TB_SHARD_SOCKETS=("$DD_TEST_MYSQL_SOCKET")
-  # one after the other: two mariadb-install-db at once collide in /tmp
   for ((k = 1; k < n; k++)); do
     dd_mariadb_start "$TB_DIR/shard$k" >>"$TB_DIR/shard$k-db.log" 2>&1 ||
       tb_die "cannot start the MariaDB of shard $k (see shard$k-db.log)"
