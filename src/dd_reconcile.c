@@ -66,8 +66,9 @@ struct dd_reconcile_s {
     void *opaque;
     char owner[160];
     dd_db_t **dbs; /* the thread's own, one per shard, opened lazily */
-    /* Each route's and shard's last count, -1 before one (or while it
-     * cannot be reached): a route's gauges are over its shards' last. */
+    /* Each route's and shard's last count, -1 before one: a route's
+     * gauges are over its shards' last (a shard that cannot be reached
+     * keeps its rows counted, as a single database keeps its gauges). */
     int64_t stuck[DD_CONF_ROUTE_MAX][DD_CONF_SHARD_MAX];
     double oldest[DD_CONF_ROUTE_MAX][DD_CONF_SHARD_MAX];
     pthread_t thread;
@@ -268,7 +269,7 @@ static int dd_reconcile_background_table(dd_reconcile_t *scan, int r, int shard)
 
 /* Every external route's table in one shard, on the thread's connection
  * to it. A shard that cannot be reached, or whose scan fails, is left for
- * the next scan; its tables' counts are unknown meanwhile. */
+ * the next scan (its tables' last counts stand meanwhile). */
 static void dd_reconcile_background_shard(dd_reconcile_t *scan, int shard)
 {
     const dd_conf_t *conf = scan->conf;
@@ -283,14 +284,9 @@ static void dd_reconcile_background_shard(dd_reconcile_t *scan, int shard)
         dd_log(DD_LOG_WARN, "Compensation scan%s failed, trying again in %lld ms: %s",
                conf->shard_cnt > 1 ? " of a shard" : "", (long long)conf->external.scan_interval_ms,
                err); /* with several shards, err names it */
-    for (int r = 0; r < conf->route_cnt && !atomic_load(&scan->stop); r++) {
-        if (dd_handler_mode(scan->hs[r]) != DEDUPD_MODE_EXTERNAL) continue;
-        if (rc) {
-            scan->stuck[r][shard] = -1;
-            continue;
-        }
-        if ((rc = dd_reconcile_background_table(scan, r, shard))) scan->stuck[r][shard] = -1;
-    }
+    for (int r = 0; !rc && r < conf->route_cnt && !atomic_load(&scan->stop); r++)
+        if (dd_handler_mode(scan->hs[r]) == DEDUPD_MODE_EXTERNAL)
+            rc = dd_reconcile_background_table(scan, r, shard);
     if (rc) { /* the next scan starts on a fresh connection */
         dd_db_destroy(scan->dbs[shard]);
         scan->dbs[shard] = NULL;
@@ -298,8 +294,8 @@ static void dd_reconcile_background_shard(dd_reconcile_t *scan, int shard)
 }
 
 /* Each route's gauges: the stuck rows of its table summed over the shards
- * and the oldest of them, as last counted (a shard that could not be
- * counted yet is left out; none counted: nothing is published). */
+ * and the oldest of them, as last counted (a shard never counted yet is
+ * left out; none counted: nothing is published). */
 static void dd_reconcile_publish(dd_reconcile_t *scan)
 {
     for (int r = 0; r < scan->conf->route_cnt && scan->publish; r++) {
