@@ -207,8 +207,8 @@ static int dd_lane_ext_claim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
     switch (c.result) {
     case DD_EXTERNAL_OWNED:
         item->fence = c.fence;
-        item->hold = dd_lease_hold(group->lease, dd_lane_ext_opts(lane, item), item->key,
-                                   item->key_len, c.fence, t0);
+        item->hold = dd_lease_hold(group->lease, dd_lane_ext_opts(lane, item), lane->shard,
+                                   item->key, item->key_len, c.fence, t0);
         item->ext_step = DD_STEP_ACT;
         if (!c.taken_over) return DD_EXT_NEXT;
         d->route[item->route].ext_takeovers++;

@@ -178,19 +178,9 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
         lanes->batch[r] = rt->conf->handler.batch && dd_handler_has_batch(rt->h);
     }
     /* Each route's handler decides its mode; one renewer serves every
-     * route in external mode. */
+     * route in external mode, and every shard. */
     for (int r = 0; r < routes->cnt; r++) {
         lanes->external[r] = dd_handler_mode(routes->route[r].h) == DEDUPD_MODE_EXTERNAL;
-        /* the renewer and the compensation scan hold one connection */
-        if (!rc && lanes->external[r] && conf->shard_cnt > 1) {
-            dd_errstr_set(errstr, errstr_size,
-                          "%s%s%shandler %s is in external mode, and external mode with several "
-                          "database shards (mysql.shards) is not supported",
-                          conf->has_routes ? "route " : "",
-                          conf->has_routes ? routes->route[r].conf->name : "",
-                          conf->has_routes ? ": " : "", routes->route[r].conf->handler.path);
-            rc = DD_ERR_CONFIG;
-        }
         dd_external_opts_init(&lanes->xopts[r], conf, routes->route[r].conf, lanes->owner);
         if (!rc && lanes->external[r] && !lanes->lease)
             rc = dd_lease_new(&lanes->lease, conf, errstr, errstr_size);

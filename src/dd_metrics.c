@@ -212,7 +212,8 @@ static void dd_metrics_processing(FILE *f, const dd_stats_t *s, const char *cons
     if (!any) return;
     dd_metrics_head(f, "dedupd_processing_stuck", "gauge",
                     "External mode: rows of the route's dedup table in processing past their "
-                    "lease, as the last compensation scan counted them.");
+                    "lease, as the last compensation scan counted them (summed over the "
+                    "database shards).");
     for (int r = 0; r < route_cnt; r++) {
         if (s->processing_stuck[r] < 0) continue;
         fputs("dedupd_processing_stuck{route=", f);
@@ -222,7 +223,7 @@ static void dd_metrics_processing(FILE *f, const dd_stats_t *s, const char *cons
     dd_metrics_head(f, "dedupd_processing_oldest_seconds", "gauge",
                     "External mode: how long ago the lease of the oldest stuck row of the "
                     "route's dedup table ran out (0: none), as the last compensation scan "
-                    "found it.");
+                    "found it (the oldest over the database shards).");
     for (int r = 0; r < route_cnt; r++) {
         if (s->processing_stuck[r] < 0) continue;
         fputs("dedupd_processing_oldest_seconds{route=", f);

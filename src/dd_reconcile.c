@@ -6,7 +6,10 @@
  * dead owner's, or a redelivered message's claim, cannot land in between
  * unseen (each finishes only under its own token). The routes in external
  * mode are scanned one after the other, each its own table with its own
- * handler's reconcile(), on the one connection.
+ * handler's reconcile(); with several database shards, in every shard,
+ * one shard after the other, each on a connection to it. A shard that
+ * cannot be reached is reported and skipped: the others are scanned all
+ * the same (its rows wait for the next scan, or for their messages).
  */
 #include "dd_reconcile.h"
 
@@ -46,7 +49,8 @@ typedef struct {
 typedef struct {
     const dd_conf_t *conf;
     dd_handler_t *h;
-    dd_db_t *db;
+    dd_db_t *db; /* to the shard whose table is scanned */
+    int shard;
     dd_external_opts_t opts;
     dd_buf_t sql;
     int apply;
@@ -61,7 +65,12 @@ struct dd_reconcile_s {
     dd_reconcile_publish_fn *publish;
     void *opaque;
     char owner[160];
-    dd_db_t *db[DD_CONF_SHARD_MAX]; /* the thread's own, a shard each, opened lazily */
+    dd_db_t **dbs; /* the thread's own, one per shard, opened lazily */
+    /* Each route's and shard's last count, -1 before one: a route's
+     * gauges are over its shards' last (a shard that cannot be reached
+     * keeps its rows counted, as a single database keeps its gauges). */
+    int64_t stuck[DD_CONF_ROUTE_MAX][DD_CONF_SHARD_MAX];
+    double oldest[DD_CONF_ROUTE_MAX][DD_CONF_SHARD_MAX];
     pthread_t thread;
     int started;
     atomic_int stop;
@@ -80,7 +89,8 @@ static const char *dd_reconcile_done(dd_reconcile_pass_t *p, const dd_external_r
                       .partition = r->partition,
                       .offset = r->offset,
                       .biz_key = r->key,
-                      .fence = fence};
+                      .fence = fence,
+                      .shard = p->shard};
     dedupd_status st = DEDUPD_OK;
     int held = 0;
 
@@ -204,88 +214,115 @@ int dd_reconcile_needed(const dd_conf_t *conf, dd_handler_t *const *hs)
     return 0;
 }
 
-/* "TABLE" or, with routes, "TABLE (route NAME)", and with shards "... in
- * shard N", for the log. */
+/* "TABLE", "TABLE (route NAME)" with routes, and "shard N (ADDR): "
+ * before it with several shards, for the log. */
 static const char *dd_reconcile_where(const dd_conf_t *conf, int r, int shard, char *out,
                                       size_t out_size)
 {
-    char in[32] = "";
+    int several = conf->shard_cnt > 1;
+    char who[340] = "";
 
-    if (conf->shard_cnt > 1) snprintf(in, sizeof(in), " in shard %d", shard);
-    if (conf->has_routes)
-        snprintf(out, out_size, "%s%s (route %s)", conf->routes[r].dedup.table, in,
-                 conf->routes[r].name);
-    else
-        snprintf(out, out_size, "%s%s", conf->routes[r].dedup.table, in);
+    if (several) dd_conf_shard_name(conf, shard, who, sizeof(who));
+    snprintf(out, out_size, "%s%s%s%s%s%s", who, several ? ": " : "", conf->routes[r].dedup.table,
+             conf->has_routes ? " (route " : "", conf->has_routes ? conf->routes[r].name : "",
+             conf->has_routes ? ")" : "");
     return out;
 }
 
-/* One route's table in one shard: its stuck rows counted into *stuck and
- * *oldest, then those old enough settled. Returns 0, or -1 when it failed
- * (logged; the shard's next table starts on a fresh connection). */
-static int dd_reconcile_background_shard(dd_reconcile_t *scan, int r, int shard, int64_t *stuck,
-                                         double *oldest)
+/* One route's table in one shard: its gauges, then the rows old enough to
+ * settle. Returns 0 or the class of the error (logged). */
+static int dd_reconcile_background_table(dd_reconcile_t *scan, int r, int shard)
 {
-    dd_reconcile_pass_t p = {.conf = scan->conf, .h = scan->hs[r], .apply = 1, .stop = &scan->stop};
-    dd_db_t **db = &scan->db[shard];
-    int64_t n = 0;
-    double old = 0;
-    char err[1024], where[400];
+    dd_reconcile_pass_t p = {.conf = scan->conf,
+                             .h = scan->hs[r],
+                             .db = scan->dbs[shard],
+                             .shard = shard,
+                             .apply = 1,
+                             .stop = &scan->stop};
+    int64_t stuck = 0;
+    double oldest = 0;
+    char err[1024], where[800];
     int rc;
 
-    if (!*db)
-        rc = dd_db_new_shard(db, scan->conf, shard, err, sizeof(err));
-    else if (!dd_db_mysql(*db))
-        rc = dd_db_reconnect(*db, err, sizeof(err));
-    else
-        rc = DD_OK;
-    p.db = *db;
     dd_external_opts_init(&p.opts, scan->conf, &scan->conf->routes[r], scan->owner);
-    if (!rc) rc = dd_external_stuck_count(*db, &p.opts, &n, &old, err, sizeof(err));
+    rc = dd_external_stuck_count(p.db, &p.opts, &stuck, &oldest, err, sizeof(err));
     if (!rc) {
-        *stuck += n;
-        if (old > *oldest) *oldest = old;
+        scan->stuck[r][shard] = stuck;
+        scan->oldest[r][shard] = oldest;
     }
-    if (!rc && n > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
+    if (!rc && stuck > 0) rc = dd_reconcile_pass(&p, err, sizeof(err));
     dd_buf_release(&p.sql);
     dd_reconcile_where(scan->conf, r, shard, where, sizeof(where));
     if (rc) {
         dd_log(DD_LOG_WARN, "Compensation scan of %s failed, trying again in %lld ms: %s", where,
                (long long)scan->conf->external.scan_interval_ms, err);
-        dd_db_destroy(*db);
-        *db = NULL;
-        return -1;
+        return rc;
     }
     if (p.sum.rows)
         dd_log(DD_LOG_INFO,
                "Compensation scan of %s: %lld row(s) past their lease; %zu old enough to "
                "settle: %zu applied, %zu marked failed, %zu left processing, %zu skipped.",
-               where, (long long)n, p.sum.rows, p.sum.applied, p.sum.failed, p.sum.left,
+               where, (long long)stuck, p.sum.rows, p.sum.applied, p.sum.failed, p.sum.left,
                p.sum.skipped);
-    return 0;
+    return DD_OK;
 }
 
-/* One route's table in every shard, then its gauges: the stuck rows of
- * every shard that answered, the oldest of them. */
-static void dd_reconcile_background_route(dd_reconcile_t *scan, int r)
+/* Every external route's table in one shard, on the thread's connection
+ * to it. A shard that cannot be reached, or whose scan fails, is left for
+ * the next scan (its tables' last counts stand meanwhile). */
+static void dd_reconcile_background_shard(dd_reconcile_t *scan, int shard)
 {
-    int64_t stuck = 0;
-    double oldest = 0;
-    int read = 0;
+    const dd_conf_t *conf = scan->conf;
+    char err[1024];
+    int rc = DD_OK;
 
-    for (int s = 0; s < scan->conf->shard_cnt && !atomic_load(&scan->stop); s++)
-        read += dd_reconcile_background_shard(scan, r, s, &stuck, &oldest) == 0;
-    if (read && scan->publish) scan->publish(scan->opaque, r, stuck, oldest);
+    if (!scan->dbs[shard])
+        rc = dd_db_new_shard(&scan->dbs[shard], conf, shard, err, sizeof(err));
+    else if (!dd_db_mysql(scan->dbs[shard]))
+        rc = dd_db_reconnect(scan->dbs[shard], err, sizeof(err));
+    if (rc)
+        dd_log(DD_LOG_WARN, "Compensation scan%s failed, trying again in %lld ms: %s",
+               conf->shard_cnt > 1 ? " of a shard" : "", (long long)conf->external.scan_interval_ms,
+               err); /* with several shards, err names it */
+    for (int r = 0; !rc && r < conf->route_cnt && !atomic_load(&scan->stop); r++)
+        if (dd_handler_mode(scan->hs[r]) == DEDUPD_MODE_EXTERNAL)
+            rc = dd_reconcile_background_table(scan, r, shard);
+    if (rc) { /* the next scan starts on a fresh connection */
+        dd_db_destroy(scan->dbs[shard]);
+        scan->dbs[shard] = NULL;
+    }
+}
+
+/* Each route's gauges: the stuck rows of its table summed over the shards
+ * and the oldest of them, as last counted (a shard never counted yet is
+ * left out; none counted: nothing is published). */
+static void dd_reconcile_publish(dd_reconcile_t *scan)
+{
+    for (int r = 0; r < scan->conf->route_cnt && scan->publish; r++) {
+        int64_t stuck = 0;
+        double oldest = 0;
+        int counted = 0;
+
+        if (dd_handler_mode(scan->hs[r]) != DEDUPD_MODE_EXTERNAL) continue;
+        for (int s = 0; s < scan->conf->shard_cnt; s++) {
+            if (scan->stuck[r][s] < 0) continue;
+            counted = 1;
+            stuck += scan->stuck[r][s];
+            if (scan->oldest[r][s] > oldest) oldest = scan->oldest[r][s];
+        }
+        if (counted) scan->publish(scan->opaque, r, stuck, oldest);
+    }
 }
 
 static void *dd_reconcile_thread_main(void *arg)
 {
     dd_reconcile_t *scan = arg;
 
-    while (!dd_sleep_ms(scan->conf->external.scan_interval_ms, &scan->stop))
-        for (int r = 0; r < scan->conf->route_cnt && !atomic_load(&scan->stop); r++)
-            if (dd_handler_mode(scan->hs[r]) == DEDUPD_MODE_EXTERNAL)
-                dd_reconcile_background_route(scan, r);
+    while (!dd_sleep_ms(scan->conf->external.scan_interval_ms, &scan->stop)) {
+        for (int s = 0; s < scan->conf->shard_cnt && !atomic_load(&scan->stop); s++)
+            dd_reconcile_background_shard(scan, s);
+        dd_reconcile_publish(scan);
+    }
     return NULL;
 }
 
@@ -297,11 +334,15 @@ int dd_reconcile_new(dd_reconcile_t **scanp, const dd_conf_t *conf, dd_handler_t
     char host[64] = "localhost";
 
     *scanp = NULL;
-    if (!scan) {
+    if (!scan || !(scan->dbs = calloc((size_t)conf->shard_cnt, sizeof(*scan->dbs)))) {
+        free(scan);
         dd_errstr_set(errstr, errstr_size, "out of memory");
         return DD_ERR_NOMEM;
     }
     scan->conf = conf;
+    for (int r = 0; r < DD_CONF_ROUTE_MAX; r++)
+        for (int s = 0; s < DD_CONF_SHARD_MAX; s++)
+            scan->stuck[r][s] = -1;
     for (int r = 0; r < conf->route_cnt; r++)
         scan->hs[r] = hs[r];
     scan->publish = publish;
@@ -338,8 +379,9 @@ void dd_reconcile_destroy(dd_reconcile_t *scan)
 {
     if (!scan) return;
     dd_reconcile_stop(scan);
-    for (int s = 0; s < DD_CONF_SHARD_MAX; s++)
-        dd_db_destroy(scan->db[s]);
+    for (int s = 0; s < scan->conf->shard_cnt; s++)
+        dd_db_destroy(scan->dbs[s]);
+    free(scan->dbs);
     free(scan);
 }
 
@@ -403,32 +445,30 @@ static int dd_reconcile_cmd_pass(dd_reconcile_pass_t *p, char *err, size_t err_s
     return DD_OK;
 }
 
-/* One route's table, on db (of shard): checked, then scanned. With routes,
- * a line naming the route and its table comes first (and with shards the
- * shard). */
-static int dd_reconcile_cmd_route(const dd_conf_t *conf, int r, int shard, dd_handler_t *h,
-                                  dd_db_t *db, const char *owner, int apply, char *err,
+/* One route's table, on db (to shard): checked, then scanned. With routes
+ * or several shards, a line naming the shard, the route and the table
+ * comes first ("shard 1 (ADDR): route NAME: dedup table TABLE"). */
+static int dd_reconcile_cmd_route(const dd_conf_t *conf, int r, dd_handler_t *h, dd_db_t *db,
+                                  int shard, const char *owner, int apply, char *err,
                                   size_t err_size)
 {
-    dd_reconcile_pass_t p = {.conf = conf, .h = h, .db = db, .apply = apply, .out = stdout};
+    dd_reconcile_pass_t p = {
+        .conf = conf, .h = h, .db = db, .shard = shard, .apply = apply, .out = stdout};
     const char *table = conf->routes[r].dedup.table;
+    char who[340];
     int rc, index = 0;
 
     dd_external_opts_init(&p.opts, conf, &conf->routes[r], owner);
-    if (conf->has_routes && conf->shard_cnt > 1)
-        printf("route %s: dedup table %s in shard %d\n", conf->routes[r].name, table, shard);
-    else if (conf->has_routes)
-        printf("route %s: dedup table %s\n", conf->routes[r].name, table);
-    else if (conf->shard_cnt > 1)
-        printf("dedup table %s in shard %d\n", table, shard);
+    if (conf->shard_cnt > 1) printf("%s: ", dd_conf_shard_name(conf, shard, who, sizeof(who)));
+    if (conf->has_routes) printf("route %s: ", conf->routes[r].name);
+    if (conf->has_routes || conf->shard_cnt > 1) printf("dedup table %s\n", table);
     rc = dd_migrate_check_key_format(dd_db_mysql(db), table, err, err_size);
     if (!rc) rc = dd_reconcile_check_table(db, &conf->routes[r], &index, err, err_size);
     if (!rc) rc = dd_reconcile_cmd_pass(&p, err, err_size);
-    if (rc && (conf->has_routes || conf->shard_cnt > 1)) {
-        char msg[800], where[400];
+    if (rc && conf->has_routes) {
+        char msg[800];
         snprintf(msg, sizeof(msg), "%.700s", err);
-        snprintf(err, err_size, "%s: %s", dd_reconcile_where(conf, r, shard, where, sizeof(where)),
-                 msg);
+        snprintf(err, err_size, "route %s: %s", conf->routes[r].name, msg);
     }
     dd_buf_release(&p.sql);
     fflush(stdout);
@@ -469,14 +509,43 @@ static int dd_reconcile_cmd_handlers(const dd_conf_t *conf, int only, dd_handler
     return DD_ERR_CONFIG;
 }
 
+/* Every covered route's table in one shard. Returns 0 or the class of the
+ * first error (logged, naming the shard): the shard's other tables are
+ * then left out. */
+static int dd_reconcile_cmd_shard(const dd_conf_t *conf, int only, dd_handler_t *const *hs,
+                                  int shard, const char *owner, int apply)
+{
+    dd_db_t *db = NULL;
+    char err[1024], who[340];
+    int rc = dd_db_new_shard(&db, conf, shard, err, sizeof(err));
+
+    for (int r = 0; !rc && r < conf->route_cnt; r++) {
+        if ((only >= 0 && r != only) || dd_handler_mode(hs[r]) != DEDUPD_MODE_EXTERNAL) continue;
+        rc = dd_reconcile_cmd_route(conf, r, hs[r], db, shard, owner, apply, err, sizeof(err));
+        if (rc && conf->shard_cnt > 1) { /* connection errors name the shard already */
+            char msg[900];
+            snprintf(msg, sizeof(msg), "%.890s", err);
+            snprintf(err, sizeof(err), "%s: %s", dd_conf_shard_name(conf, shard, who, sizeof(who)),
+                     msg);
+        }
+    }
+    if (rc && conf->shard_cnt > 1) {
+        dd_log(DD_LOG_ERROR, "dedupd reconcile: %s; going on with the other shards", err);
+        printf("%s: not scanned: %s\n", dd_conf_shard_name(conf, shard, who, sizeof(who)), err);
+    } else if (rc)
+        dd_log(DD_LOG_ERROR, "dedupd reconcile: %s", err);
+    dd_db_destroy(db);
+    fflush(stdout);
+    return rc;
+}
+
 static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
 {
     const dd_reconcile_opts_t *o = opts;
     int only = o->route ? dd_conf_route_named(conf, o->route) : -1;
     dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
     char err[1024], host[64] = "localhost", owner[160];
-    dd_db_t *db = NULL;
-    int rc;
+    int rc, failed = 0;
 
     if (o->route && only < 0) {
         dd_log(DD_LOG_ERROR, "dedupd reconcile: --route %s: %s has no route of that name", o->route,
@@ -486,26 +555,16 @@ static int dd_reconcile_cmd_run(const dd_conf_t *conf, void *opts)
     gethostname(host, sizeof(host) - 1);
     snprintf(owner, sizeof(owner), "%s:%d reconcile", host, (int)getpid());
     rc = dd_reconcile_cmd_handlers(conf, only, hs, err, sizeof(err));
-    /* Shard by shard: every route in external mode (of those covered), a
-     * table each. */
-    for (int s = 0; !rc && s < conf->shard_cnt; s++) {
-        rc = dd_db_new_shard(&db, conf, s, err, sizeof(err));
-        if (rc && conf->shard_cnt > 1) {
-            char msg[800];
-            snprintf(msg, sizeof(msg), "%.700s", err);
-            snprintf(err, sizeof(err), "shard %d: %s", s, msg);
-        }
-        for (int r = 0; !rc && r < conf->route_cnt; r++) {
-            if ((only >= 0 && r != only) || dd_handler_mode(hs[r]) != DEDUPD_MODE_EXTERNAL)
-                continue;
-            rc = dd_reconcile_cmd_route(conf, r, s, hs[r], db, owner, o->apply, err, sizeof(err));
-        }
-        dd_db_destroy(db);
-        db = NULL;
-    }
     if (rc) dd_log(DD_LOG_ERROR, "dedupd reconcile: %s", err);
+    /* Every shard, and in it every route in external mode (of those
+     * covered), a table each; a shard that fails does not stop the others. */
+    for (int s = 0; !rc && s < conf->shard_cnt; s++)
+        failed += dd_reconcile_cmd_shard(conf, only, hs, s, owner, o->apply) != DD_OK;
+    if (failed && conf->shard_cnt > 1)
+        dd_log(DD_LOG_ERROR, "dedupd reconcile: %d of %d shard(s) could not be scanned", failed,
+               conf->shard_cnt);
     dd_routes_destroy_handlers(hs, conf->route_cnt);
-    return rc ? DD_EXIT_FAIL : DD_EXIT_OK;
+    return rc || failed ? DD_EXIT_FAIL : DD_EXIT_OK;
 }
 
 const dd_cmd_t dd_cmd_reconcile = {
@@ -529,8 +588,11 @@ const dd_cmd_t dd_cmd_reconcile = {
             "takes every row past its lease. Prints one tab-separated line per row (key, token,\n"
             "owner, seconds past the lease, topic/partition/offset, answer, action)\n"
             "and a line of totals, per table (with routes, after a line naming the\n"
-            "route and its table). With mysql.shards, each table in every shard (a line\n"
-            "naming the shard first). Routes in local mode are left out. `dedupd run` does\n"
+            "route and its table). Routes in local mode are left out. With several\n"
+            "database shards (mysql.shards) every shard's table is scanned, one shard\n"
+            "after the other, each line naming the shard first (\"shard 1 (ADDR): route\n"
+            "NAME: dedup table TABLE\"); a shard that cannot be scanned is reported and\n"
+            "the others are scanned all the same (exit status 1). `dedupd run` does\n"
             "the same with --apply every external.scan_interval.\n"
             "\n"
             "Options:\n"
@@ -542,8 +604,8 @@ const dd_cmd_t dd_cmd_reconcile = {
             "\n"
             "Exit status:\n"
             "  0  scanned (and settled, with --apply)\n"
-            "  1  failure: the database, a handler, or no handler in external mode (the\n"
-            "     route's, with --route)\n"
+            "  1  failure: the database (any shard), a handler, or no handler in external\n"
+            "     mode (the route's, with --route)\n"
             "  2  usage error, or no route of that name\n",
     .flags = DD_CMD_CONFIG,
     .opts_size = sizeof(dd_reconcile_opts_t),

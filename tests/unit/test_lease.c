@@ -55,9 +55,9 @@ START_TEST(test_held_for_one_lease_without_renewal)
     ck_assert_int_eq(opts.lease_ms, 1000);
     ck_assert_int_eq(dd_lease_new(&lease, conf, errstr, sizeof(errstr)), DD_OK);
     ck_assert_int_eq(dd_lease_start(lease, errstr, sizeof(errstr)), DD_OK);
-    ck_assert_ptr_nonnull(a = dd_lease_hold(lease, &opts, "k:1", 3, 1, t0));
+    ck_assert_ptr_nonnull(a = dd_lease_hold(lease, &opts, 0, "k:1", 3, 1, t0));
     ck_assert_ptr_nonnull(
-        b = dd_lease_hold(lease, &opts, "k:2", 3, 4, t0 - 2000)); /* sent long ago */
+        b = dd_lease_hold(lease, &opts, 0, "k:2", 3, 4, t0 - 2000)); /* sent long ago */
     ck_assert_int_eq(dd_lease_held(lease, a), 1);
     ck_assert_int_eq(dd_lease_held(lease, b), 0);
     ck_assert_ptr_nonnull(strstr(dd_lease_why(lease, b), "not renewed in time"));
@@ -83,7 +83,7 @@ START_TEST(test_destroy_unstarted)
 
     dd_external_opts_init(&opts, conf, &conf->routes[0], "host:1 test");
     ck_assert_int_eq(dd_lease_new(&lease, conf, errstr, sizeof(errstr)), DD_OK);
-    ck_assert_ptr_nonnull(dd_lease_hold(lease, &opts, "k:1", 3, 1, dd_now_ms()));
+    ck_assert_ptr_nonnull(dd_lease_hold(lease, &opts, 0, "k:1", 3, 1, dd_now_ms()));
     dd_lease_destroy(lease);
     dd_lease_destroy(NULL);
     dd_conf_destroy(conf);
