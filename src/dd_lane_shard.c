@@ -201,9 +201,11 @@ int dd_lane_shard_check(dd_lane_t *lane, dd_item_t **items, size_t *n)
 {
     const dd_conf_t *conf = lane->group->conf;
     char err[512];
+    int64_t t0_us;
     dd_stats_t d;
 
     if (conf->shard_cnt <= 1 || conf->shard_check == DD_SHARD_CHECK_OFF || *n == 0) return DD_OK;
+    t0_us = dd_now_us();
     for (int attempt = 1;; attempt++) {
         memset(&d, 0, sizeof(d));
         if (dd_lane_shard_ask(lane, items, *n, &d) == DD_OK) break;
@@ -215,6 +217,10 @@ int dd_lane_shard_check(dd_lane_t *lane, dd_item_t **items, size_t *n)
             dd_log(DD_LOG_WARN, "Lane %d: %s", lane->idx, err);
     }
     dd_lane_set_state(lane, DD_LANE_IN_DB);
+    if (dd_log_enabled(DD_LOG_DEBUG))
+        dd_log(DD_LOG_DEBUG,
+               "Lane %d: wrong-shard check of %zu message(s) in %d other shard(s): %.1f ms.",
+               lane->idx, *n, conf->shard_cnt - 1, (double)(dd_now_us() - t0_us) / 1000.0);
     dd_lane_shard_dlq(lane, items, n, &d);
     return DD_OK;
 }

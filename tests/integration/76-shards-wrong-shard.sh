@@ -10,7 +10,8 @@
 # mysql.shard_check (skip), shard 2's MariaDB is killed: new keys of shards
 # 0 and 1 are still applied, the skipped check is counted per batch in
 # dedupd_shard_check_skipped_total{shard="2"} and warned about once; after
-# shard 2's restart everything is committed.
+# shard 2's restart everything is committed. With mysql.shard_check = wait
+# they wait for shard 2 instead, and are applied after its restart.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http.sh"
 tb_init shards_wrong_shard
@@ -158,6 +159,29 @@ tb_eq "the new keys after the restart applied in shards 2 and 0" "1 1" \
     tb_shard_sql 0 "SELECT COUNT(*) FROM dedup_record WHERE biz_key = 'pay:${M[0]}:R1' AND status = 1")"
 tb_check "the check reaches shard 2 again" grep -q "The wrong-shard check reaches shard 2 .* again" \
   "$TB_DIR/bg.log"
+tb_stop "$pid" || tb_not_ok "dedupd run exited non-zero after SIGTERM"
+
+# mysql.shard_check = wait: with shard 2 down, the other shards' new keys
+# wait for it, and are applied once it is back.
+DEDUPD_MYSQL_SHARD_CHECK=wait tb_start bgw
+pid=$TB_LAST_PID
+tb_wait_until 30 "assigned" grep -q "Assigned $TB_TOPIC " "$TB_DIR/bgw.log" || tb_die "no partitions"
+tb_shard_kill9 2
+tb_log "shard 2 killed again"
+{
+  for k in 0 1; do
+    for o in 1 2 3; do pay $((o % 4)) "${M[$k]}" "W$o"; done
+  done
+} | tb_produce 2>/dev/null || tb_die "produce failed"
+waiting() { grep -q "The wrong-shard check cannot ask shard 2 .*new keys wait until it answers" "$TB_DIR/bgw.log"; }
+tb_check "wait: the check says the keys wait" tb_wait_until 30 "the warning" waiting
+sleep 2
+wapplied() { tb_shards_sql "SELECT COUNT(*) FROM dedup_record WHERE biz_key LIKE 'pay:%:W%'" | awk '{ s += $1 } END { print s + 0 }'; }
+tb_eq "wait: nothing of shards 0 and 1 claimed while shard 2 is down" 0 "$(wapplied)"
+tb_shard_restart 2
+tb_log "shard 2 restarted"
+tb_wait_until 120 "everything committed after the restart" at_end || tb_die "not everything was committed"
+tb_eq "wait: applied after the restart" 6 "$(wapplied)"
 tb_stop "$pid" || tb_not_ok "dedupd run exited non-zero after SIGTERM"
 tb_eq "no business key booked twice, at the end" "" \
   "$(tb_shards_sql "SELECT biz_key FROM ledger_entry" | sort | uniq -d | grep -v "pay:${M[0]}:A4" | head -n 5)"
