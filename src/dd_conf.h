@@ -122,6 +122,7 @@ typedef struct dd_conf_s {
      * group's; without mysql.shards, one: the mysql group's values. */
     dd_conf_mysql_t *shards;
     int shard_cnt;
+    int shard_check; /* dd_conf_shard_check_t: mysql.shard_check */
 
     dd_conf_dedup_t dedup;     /* the default route's (without `routes`) */
     dd_conf_handler_t handler; /* the default route's */
@@ -241,6 +242,16 @@ const char *dd_conf_tls_version_name(int version);
 int dd_conf_tls_mode(const dd_conf_mysql_t *my);
 /* "127.0.0.1:3307" or the socket path of a database, written to out. */
 const char *dd_conf_mysql_addr(const dd_conf_mysql_t *my, char *out, size_t out_size);
+/* mysql.shard_check: what the wrong-shard check does when another shard
+ * does not answer (docs/GUARANTEES.md). */
+typedef enum {
+    DD_SHARD_CHECK_SKIP = 0, /* go on without it, warn and count */
+    DD_SHARD_CHECK_WAIT,     /* the batch waits until every shard answered */
+    DD_SHARD_CHECK_OFF,      /* no check */
+} dd_conf_shard_check_t;
+int dd_conf_shard_check_parse(const char *name);
+const char *dd_conf_shard_check_name(int check);
+
 /* "shard 1 (127.0.0.1:3307)" for shard s of conf, or "the database
  * (127.0.0.1:3306)" when it has one; written to out. */
 const char *dd_conf_shard_name(const dd_conf_t *conf, int s, char *out, size_t out_size);

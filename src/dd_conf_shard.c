@@ -18,10 +18,27 @@
 
 #define DD_CONF_MYSQL_PREFIX "mysql."
 
+static const char *const dd_conf_shard_checks[] = {"skip", "wait", "off"};
+
+int dd_conf_shard_check_parse(const char *name)
+{
+    for (int i = 0; i < (int)DD_ARRAY_LEN(dd_conf_shard_checks); i++)
+        if (strcmp(name, dd_conf_shard_checks[i]) == 0) return i;
+    return -1;
+}
+
+const char *dd_conf_shard_check_name(int check)
+{
+    return check >= 0 && check < (int)DD_ARRAY_LEN(dd_conf_shard_checks)
+               ? dd_conf_shard_checks[check]
+               : "?";
+}
+
+/* mysql.shard_check is about the shards together: no element has one. */
 int dd_conf_is_shard_item(const dd_conf_item_t *it)
 {
     return strncmp(it->path, DD_CONF_MYSQL_PREFIX, strlen(DD_CONF_MYSQL_PREFIX)) == 0 &&
-           it->type != DD_CT_SHARDS;
+           it->type != DD_CT_SHARDS && strcmp(it->path, "mysql.shard_check") != 0;
 }
 
 int dd_conf_shard_item_idx(const char *spath)

@@ -237,6 +237,10 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
         }
         items[i]->hashed = 1;
     }
+    if (dd_lane_shard_check(lane, items, &n) != DD_OK) {
+        dd_lane_requeue(lane, items, n);
+        return;
+    }
     while (start < n && !atomic_load(&group->stop_hard) && !atomic_load(&group->fatal)) {
         size_t limit = n - start;
         long retry_at = -1;
@@ -365,11 +369,14 @@ int dd_lane_new(dd_lane_t **lanep, dd_lanes_t *group, int idx, char *errstr, siz
     lane->claimv = calloc(cap, sizeof(*lane->claimv));
     lane->claimw = calloc(cap, sizeof(*lane->claimw));
     lane->rows = dd_claim_rows_new();
+    lane->found = calloc(cap, sizeof(*lane->found));
+    lane->misplaced = calloc(cap, sizeof(*lane->misplaced));
     lane->msgs = calloc(cap, sizeof(*lane->msgs));
     lane->msgv = calloc(cap, sizeof(*lane->msgv));
     lane->results = calloc(cap, sizeof(*lane->results));
     if (!lane->batch || !lane->xbatch || !lane->claims || !lane->claimv || !lane->claimw ||
-        !lane->rows || !lane->msgs || !lane->msgv || !lane->results)
+        !lane->rows || !lane->found || !lane->misplaced || !lane->msgs || !lane->msgv ||
+        !lane->results)
         goto nomem;
     *lanep = lane;
     return DD_OK;
@@ -422,6 +429,7 @@ void dd_lane_destroy(dd_lane_t *lane)
     dd_item_list_destroy(dd_lane_unqueue(lane), NULL);
     dd_lane_conn_close(lane); /* after the thread ended, before its connection */
     dd_db_destroy(lane->db);
+    dd_lane_shard_close(lane);
     dd_buf_release(&lane->sql);
     free(lane->batch);
     free(lane->xbatch);
@@ -429,6 +437,8 @@ void dd_lane_destroy(dd_lane_t *lane)
     free(lane->claimv);
     free(lane->claimw);
     dd_claim_rows_destroy(lane->rows);
+    free(lane->found);
+    free(lane->misplaced);
     free(lane->msgs);
     free(lane->msgv);
     free(lane->results);

@@ -45,6 +45,10 @@ struct dd_lanes_s {
     dd_stats_t stats;
     char fatal_err[1024];
 
+    /* the wrong-shard check (dd_lane_shard.c): a shard that did not answer
+     * it, so one warning covers its outage whichever lane saw it first */
+    atomic_int check_down[DD_CONF_SHARD_MAX];
+
     atomic_int stop_soft; /* a lane whose queue is empty ends */
     atomic_int stop_hard; /* abandon work now */
     atomic_int fatal;     /* a lane failed: fatal_err says why */
@@ -95,10 +99,16 @@ struct dd_lane_s {
     dd_item_t **xbatch; /* the items of a collected batch whose route is in external mode */
     dd_claim_t *claims;
     dd_claim_t **claimv;
-    dd_claim_t **claimw;   /* the pre-check's scratch */
-    dd_claim_rows_t *rows; /* the finish's scratch */
-    int precheck;          /* the last batch found many keys applied: pre-check */
-    int fault_blind;       /* DEDUPD_TEST_FAULTS=precheck_blind */
+    dd_claim_t **claimw;               /* the pre-check's scratch */
+    dd_claim_rows_t *rows;             /* the finish's scratch */
+    dd_db_t *peer[DD_CONF_SHARD_MAX];  /* read connections to the other shards, opened lazily */
+    int peer_fails[DD_CONF_SHARD_MAX]; /* failures in a row */
+    int64_t peer_next_ms[DD_CONF_SHARD_MAX]; /* after a failure: not asked before */
+    char peer_err[DD_CONF_SHARD_MAX][256];   /* and why it failed */
+    int *found;                              /* the wrong-shard check's scratch: a shard, or -1 */
+    dd_item_t **misplaced;                   /* and its dead letters */
+    int precheck;                            /* the last batch found many keys applied: pre-check */
+    int fault_blind;                         /* DEDUPD_TEST_FAULTS=precheck_blind */
     size_t cap;
     unsigned int seed;
     unsigned long fault_commit_lost; /* DEDUPD_TEST_FAULTS=commit_lost=N: every Nth */
@@ -151,6 +161,18 @@ int dd_lane_ext_due(const dd_lane_t *lane);
  * ends now, so a restart need not wait for it) and queues the messages for
  * dd_lanes_stop() to hand back. */
 void dd_lane_ext_unpark(dd_lane_t *lane);
+
+/* dd_lane_shard.c: the wrong-shard check, before a batch's transaction
+ * (with several shards, unless mysql.shard_check is off). Asks every other
+ * shard which keys of items[0..*n) it holds; the messages of such keys
+ * (those the lane's own shard does not hold too) are dead-lettered
+ * wrong_shard and handed to the group, the others kept in order at the
+ * head of items, *n their count. With mysql.shard_check = wait, waits with
+ * backoff until every shard answered. Returns 0, or DD_ERR_RETRIABLE when
+ * the lanes stop meanwhile (items untouched). */
+int dd_lane_shard_check(dd_lane_t *lane, dd_item_t **items, size_t *n);
+/* Closes the lane's read connections to the other shards. */
+void dd_lane_shard_close(dd_lane_t *lane);
 
 /* dd_lanes.c: what a lane reports to its group */
 void dd_lanes_post(dd_lanes_t *lanes, dd_item_t **items, size_t n, const dd_stats_t *delta);

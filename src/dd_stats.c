@@ -7,8 +7,9 @@ const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1] = {0.001, 0.0025, 0.005
                                                             0.1,   0.25,   0.5,   1,    2.5};
 
 static const char *const dd_reason_names[DD_REASON_CNT] = {
-    "bad_json", "key_missing",       "key_too_long", "payload_too_large", "conflict",
-    "rejected", "retries_exhausted", "unresolved",   "shard_key_invalid", "shard_unmapped"};
+    "bad_json",          "key_missing",    "key_too_long",      "payload_too_large",
+    "conflict",          "rejected",       "retries_exhausted", "unresolved",
+    "shard_key_invalid", "shard_unmapped", "wrong_shard"};
 
 int dd_stats_reason_cnt(int shard_cnt)
 {
@@ -59,6 +60,7 @@ void dd_stats_add(dd_stats_t *to, const dd_stats_t *from)
         to->shard[i].applied += from->shard[i].applied;
         to->shard[i].db_errors_retriable += from->shard[i].db_errors_retriable;
         to->shard[i].db_errors_fatal += from->shard[i].db_errors_fatal;
+        to->shard[i].check_skipped += from->shard[i].check_skipped;
     }
     for (int i = 0; i < DD_BATCH_BUCKETS; i++)
         to->batch_buckets[i] += from->batch_buckets[i];

@@ -27,6 +27,7 @@ typedef enum {
     DD_REASON_UNRESOLVED,        /* external mode: reconcile() never knew */
     DD_REASON_SHARD_KEY_INVALID, /* the shard key does not fit dedup.shard_by */
     DD_REASON_SHARD_UNMAPPED,    /* shard_by map: no range holds the shard key */
+    DD_REASON_WRONG_SHARD,       /* the key has a row in another shard than its route's */
     DD_REASON_CNT
 } dd_reason_t;
 
@@ -57,6 +58,7 @@ typedef struct {
     uint64_t applied;
     uint64_t db_errors_retriable;
     uint64_t db_errors_fatal;
+    uint64_t check_skipped; /* batches whose wrong-shard check went on without this shard */
 } dd_shard_stats_t;
 
 /* The counters of one route: its share of the totals of dd_stats_t of

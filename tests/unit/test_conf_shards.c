@@ -84,6 +84,7 @@ START_TEST(test_one_shard)
     ck_assert_ptr_ne(conf->shards[0].host, conf->mysql.host);
     ck_assert_int_eq(conf->routes[0].dedup.shard_by, DD_SHARD_HASH);
     ck_assert_ptr_null(conf->routes[0].dedup.shard_key);
+    ck_assert_int_eq(conf->shard_check, DD_SHARD_CHECK_SKIP);
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -100,6 +101,7 @@ START_TEST(test_shards_inherit)
                           "  password = \"shared\";\n"
                           "  database = \"pay\";\n"
                           "  tls = { mode = \"disabled\"; };\n"
+                          "  shard_check = \"wait\";\n"
                           "  shards = (\n"
                           "    { host = \"10.0.0.1\"; },\n"
                           "    { host = \"10.0.0.2\"; port = 3307; database = \"pay2\"; },\n"
@@ -124,7 +126,8 @@ START_TEST(test_shards_inherit)
     ck_assert_int_eq(conf->shards[2].tls.mode, DD_TLS_PREFERRED);
     /* the group keeps its own values */
     ck_assert_str_eq(conf->mysql.host, "127.0.0.1");
-    snprintf(want, sizeof(want), "%s:9", confpath);
+    ck_assert_int_eq(conf->shard_check, DD_SHARD_CHECK_WAIT);
+    snprintf(want, sizeof(want), "%s:10", confpath);
     ck_assert_str_eq(conf->shards[1].where, want);
     dd_conf_destroy(conf);
 }
@@ -167,6 +170,11 @@ static const struct {
             "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_by = \"range\";\n};\n"
             "handler = { path = \"h.so\"; };\n",
      "%s:5: setting dedup.shard_by: expected one of hash|modulo|map, got \"range\""},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shard_check = \"never\";\n};\n" D_LINE,
+     "%s:4: setting mysql.shard_check: expected one of skip|wait|off, got \"never\""},
+    {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { shard_check = \"off\"; }\n"
+            "  );\n};\n" D_LINE,
+     "%s:5: shard 0: unknown setting shard_check"},
     {K_LINE "mysql = { database = \"d\"; };\n"
             "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_map = \"x.map\";\n};\n"
             "handler = { path = \"h.so\"; };\n",

@@ -223,6 +223,8 @@ START_TEST(test_shard_metrics)
     s.shard[1].db_errors_retriable = 4;
     s.shard[2].db_errors_fatal = 1;
     s.route[0].dead_letters[DD_REASON_SHARD_UNMAPPED] = 2;
+    s.route[0].dead_letters[DD_REASON_WRONG_SHARD] = 5;
+    s.shard[2].check_skipped = 3;
     text = render(&s, NULL, 0);
     ck_sample_eq(text, "dedupd_shard_up{shard=\"0\"}", "1");
     ck_sample_eq(text, "dedupd_shard_up{shard=\"1\"}", "0");
@@ -236,6 +238,9 @@ START_TEST(test_shard_metrics)
                  "2");
     ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"shard_key_invalid\"}",
                  "0");
+    ck_sample_eq(text, "dedupd_dead_letters_total{route=\"default\",reason=\"wrong_shard\"}", "5");
+    ck_sample_eq(text, "dedupd_shard_check_skipped_total{shard=\"2\"}", "3");
+    ck_sample_eq(text, "dedupd_shard_check_skipped_total{shard=\"0\"}", "0");
     ck_assert_ptr_null(strstr(text, "dedupd_shard_up{shard=\"3\"}"));
     free(text);
 }
