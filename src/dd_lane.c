@@ -314,7 +314,14 @@ static void *dd_lane_main(void *arg)
         if (n == 0 && !lane->parked) break;
         x = lane->group->lease ? dd_lane_split(lane, lane->batch, n) : 0;
         if (n > x) dd_lane_process(lane, lane->batch, n - x);
-        if (lane->group->lease) dd_lane_ext_process(lane, lane->xbatch, x);
+        if (lane->group->lease) {
+            /* the external routes' keys are checked as the local ones are */
+            if (x && dd_lane_shard_check(lane, lane->xbatch, &x) != DD_OK) {
+                dd_lane_requeue(lane, lane->xbatch, x);
+                x = 0;
+            }
+            dd_lane_ext_process(lane, lane->xbatch, x);
+        }
         dd_lane_set_state(lane, DD_LANE_IDLE);
     }
     dd_lane_ext_unpark(lane);

@@ -22,6 +22,8 @@
 # third of the 2 s lease, so every claim is renewed during its send, and
 # a renewal sent to another shard would find no row and lose the claim
 # (none is lost).
+# A key whose row was moved to another shard by hand is dead-lettered
+# wrong_shard when its message comes again, and not sent again.
 # Then `dedupd reconcile` over the shards: rows planted stuck in shards 2
 # and 1 are listed under their shard's line, settled by --apply in their
 # shard; with shard 1 down, the others are still scanned and the command
@@ -90,6 +92,27 @@ tb_check "no claim was lost while sends outlasted a third of the lease" \
 tb_check "no renewal failed" test "$(grep -c 'Cannot renew the lease' "$TB_DIR/run.log")" = 0
 tb_check "the compensation scan ran over the shards without a failure" \
   test "$(grep -c 'Compensation scan.*failed' "$TB_DIR/run.log")" = 0
+tb_assert_committed_at_end
+
+# A key of an external route whose row sits in another shard (moved there
+# by hand, as a re-shard that went wrong would leave it) is not claimed
+# anew in its own: redelivered, it is dead-lettered wrong_shard and sent
+# no second time.
+home=$(tb_sql "SELECT CRC32('n:a3') % 3")
+away=$(((home + 1) % 3))
+row=$(tb_shard_sql "$home" "SELECT HEX(request_hash), fence FROM dedup_record WHERE biz_key = 'n:a3'")
+tb_shard_sql "$away" "INSERT INTO dedup_record (biz_key, request_hash, status, fence, topic, kpartition,
+              koffset, expire_at) VALUES ('n:a3', UNHEX('$(cut -f1 <<<"$row")'), 1, $(cut -f2 <<<"$row"),
+              'notes', 1, 0, NOW(6) + INTERVAL 1 DAY)"
+tb_shard_sql "$home" "DELETE FROM dedup_record WHERE biz_key = 'n:a3'"
+printf '1\t-\t{"id":"a3","to":"u3","text":"hi"}\n' | tb_produce notes 2>/dev/null ||
+  tb_die "produce failed"
+tb_run || tb_die "the run of the redelivered message failed"
+tb_eq "the moved key's message is dead-lettered wrong_shard" 1 "$(tb_dlq_distinct wrong_shard notes.dlq)"
+tb_check "its error names both shards" bash -c "grep -q 'key n:a3 has a row in shard $away (.*) but its route names shard $home' '$TB_DIR/run.log'"
+tb_eq "not claimed again in its own shard" 0 \
+  "$(tb_shard_sql "$home" "SELECT COUNT(*) FROM dedup_record WHERE biz_key = 'n:a3'")"
+tb_eq "not sent a second time" 1 "$(tb_sql "SELECT COUNT(*) FROM notify_outbox WHERE biz_key = 'n:a3'")"
 tb_assert_committed_at_end
 
 # `dedupd reconcile`: a row stuck in shard 2 (sent) and one in shard 1 (not
