@@ -242,12 +242,13 @@ const char *dd_conf_tls_version_name(int version);
 int dd_conf_tls_mode(const dd_conf_mysql_t *my);
 /* "127.0.0.1:3307" or the socket path of a database, written to out. */
 const char *dd_conf_mysql_addr(const dd_conf_mysql_t *my, char *out, size_t out_size);
-/* mysql.shard_check: what the wrong-shard check does when another shard
- * does not answer (docs/GUARANTEES.md). */
+/* mysql.shard_check: when the wrong-shard check runs, and what it does when
+ * another shard does not answer (docs/GUARANTEES.md). */
 typedef enum {
     DD_SHARD_CHECK_SKIP = 0, /* go on without it, warn and count */
     DD_SHARD_CHECK_WAIT,     /* the batch waits until every shard answered */
     DD_SHARD_CHECK_OFF,      /* no check */
+    DD_SHARD_CHECK_AUTO,     /* as skip, until dedup.ttl has passed since a layout change */
 } dd_conf_shard_check_t;
 int dd_conf_shard_check_parse(const char *name);
 const char *dd_conf_shard_check_name(int check);

@@ -119,14 +119,17 @@ const dd_conf_item_t dd_conf_items[] = {
              "A shard's index is its position, from 0. Each message's rows (its dedup row and "
              "its handler's) go to the shard dedup.shard_by picks for its dedup.shard_key. "
              "Unset: the mysql group is the one database (docs/SHARDS.md)."},
-    {.path = "mysql.shard_check", .type = DD_CT_ENUM, .def = "skip", DD_AT(shard_check),
-     .parse = dd_conf_shard_check_parse, .allowed = "skip|wait|off",
+    {.path = "mysql.shard_check", .type = DD_CT_ENUM, .def = "auto", DD_AT(shard_check),
+     .parse = dd_conf_shard_check_parse, .allowed = "auto|skip|wait|off",
      .desc = "With several shards: before a batch's claims, its lane asks the other shards "
              "whether they hold a row of its keys (rows not moved when the layout changed); "
-             "such a message is dead-lettered wrong_shard, not applied again. A shard that does "
-             "not answer: skip goes on without it (warned once per outage, counted in "
-             "dedupd_shard_check_skipped_total); wait holds the batch back until it answers (it "
-             "then holds back every shard's new keys); off never asks (docs/GUARANTEES.md)."},
+             "such a message is dead-lettered wrong_shard, not applied again. auto asks only "
+             "while a layout change is younger than the largest dedup.ttl (read from every "
+             "shard's dedupd_shard_layout at start; older rows are not remembered anyway), as "
+             "skip does; skip always asks, and goes on without a shard that does not answer "
+             "(warned once per outage, counted in dedupd_shard_check_skipped_total); wait "
+             "always asks, and holds the batch back until every shard answers (it then holds "
+             "back every shard's new keys); off never asks (docs/GUARANTEES.md)."},
 
     DD_GROUP("dedup", "How messages are recognised as duplicates (the one route's, without "
                       "routes)."),

@@ -18,7 +18,7 @@
 
 #define DD_CONF_MYSQL_PREFIX "mysql."
 
-static const char *const dd_conf_shard_checks[] = {"skip", "wait", "off"};
+static const char *const dd_conf_shard_checks[] = {"skip", "wait", "off", "auto"};
 
 int dd_conf_shard_check_parse(const char *name)
 {

@@ -205,6 +205,8 @@ int dd_lane_shard_check(dd_lane_t *lane, dd_item_t **items, size_t *n)
     dd_stats_t d;
 
     if (conf->shard_cnt <= 1 || conf->shard_check == DD_SHARD_CHECK_OFF || *n == 0) return DD_OK;
+    if (conf->shard_check == DD_SHARD_CHECK_AUTO && dd_now_us() >= lane->group->check_until_us)
+        return DD_OK;
     t0_us = dd_now_us();
     for (int attempt = 1;; attempt++) {
         memset(&d, 0, sizeof(d));

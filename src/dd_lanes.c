@@ -5,6 +5,7 @@
  */
 #include "dd_lanes_int.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,7 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
     lanes->routes = routes;
     lanes->workers = n;
     lanes->n = n * conf->shard_cnt;
+    lanes->check_until_us = INT64_MAX; /* until told otherwise, auto checks as skip does */
     pthread_mutex_init(&lanes->mu, NULL);
     dd_cond_init(&lanes->cv);
     dd_instance_name(instance, sizeof(instance));
@@ -193,6 +195,11 @@ int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *
     }
     *lanesp = lanes;
     return DD_OK;
+}
+
+void dd_lanes_set_check_until(dd_lanes_t *lanes, int64_t until_us)
+{
+    lanes->check_until_us = until_us;
 }
 
 int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size)

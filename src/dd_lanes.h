@@ -63,6 +63,11 @@ typedef struct dd_lanes_s dd_lanes_t;
 int dd_lanes_new(dd_lanes_t **lanesp, const dd_conf_t *conf, const dd_routes_t *routes, int n,
                  const char *role, char *errstr, size_t errstr_size);
 
+/* With mysql.shard_check = auto: the wrong-shard check runs until the
+ * dd_now_us() until_us (INT64_MAX unless set). Called before
+ * dd_lanes_start. */
+void dd_lanes_set_check_until(dd_lanes_t *lanes, int64_t until_us);
+
 /* Connects every lane to the database (checking that the server takes
  * the largest statement a claim may need) and starts its thread. Returns 0
  * or the dd_err_t class of the first failure; the lanes started so far

@@ -48,6 +48,9 @@ struct dd_lanes_s {
     /* the wrong-shard check (dd_lane_shard.c): a shard that did not answer
      * it, so one warning covers its outage whichever lane saw it first */
     atomic_int check_down[DD_CONF_SHARD_MAX];
+    /* mysql.shard_check = auto: the check runs until this dd_now_us();
+     * set before the lanes start */
+    int64_t check_until_us;
 
     atomic_int stop_soft; /* a lane whose queue is empty ends */
     atomic_int stop_hard; /* abandon work now */

@@ -281,40 +281,116 @@ static const char dd_migrate_layout_sql[] =
     " id TINYINT NOT NULL PRIMARY KEY,"
     " shard_index INT NOT NULL,"
     " shard_count INT NOT NULL,"
-    " recorded_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
+    " recorded_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),"
+    " changed_at DATETIME(6) NULL"
     ") ENGINE=InnoDB";
 
-int dd_migrate_layout_record(MYSQL *db, const char *who, int shard, int shard_cnt, char *errstr,
-                             size_t errstr_size)
+/* A table created before changed_at was. */
+static const char dd_migrate_layout_col_sql[] =
+    "ALTER TABLE dedupd_shard_layout ADD COLUMN IF NOT EXISTS changed_at DATETIME(6) NULL";
+
+/* The recorded layout, *idx = *cnt = -1 when none is. */
+static int dd_migrate_layout_read(MYSQL *db, int *idx, int *cnt)
+{
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    int rc = DD_OK;
+
+    *idx = *cnt = -1;
+    if (mysql_query(db, "SELECT shard_index, shard_count FROM dedupd_shard_layout WHERE id = 1") !=
+            0 ||
+        !(res = mysql_store_result(db)))
+        rc = dd_db_classify(mysql_errno(db));
+    else if ((row = mysql_fetch_row(res)) && row[0] && row[1]) {
+        *idx = atoi(row[0]);
+        *cnt = atoi(row[1]);
+    }
+    mysql_free_result(res);
+    return rc;
+}
+
+int dd_migrate_table_has_rows(MYSQL *db, const char *table, int *rows, char *errstr,
+                              size_t errstr_size)
 {
     char sql[160];
+    int rc;
 
-    snprintf(sql, sizeof(sql),
-             "INSERT IGNORE INTO dedupd_shard_layout (id, shard_index, shard_count) "
-             "VALUES (1, %d, %d)",
-             shard, shard_cnt);
-    if (mysql_query(db, dd_migrate_layout_sql) != 0 || mysql_query(db, sql) != 0) {
-        dd_errstr_set(errstr, errstr_size, "%s: recording the shard layout: %u: %s", who,
-                      mysql_errno(db), mysql_error(db));
-        return dd_db_classify(mysql_errno(db));
+    *rows = 0;
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM `%s` LIMIT 1", table);
+    rc = dd_migrate_has_rows(db, sql, rows, errstr, errstr_size);
+    return rc && mysql_errno(db) == ER_NO_SUCH_TABLE ? DD_OK : rc;
+}
+
+int dd_migrate_layout_record(MYSQL *db, const char *who, int shard, int shard_cnt, int has_rows,
+                             int relayout, int *was_shard, int *was_cnt, char *errstr,
+                             size_t errstr_size)
+{
+    char sql[256];
+
+    *was_shard = *was_cnt = -1;
+    if (mysql_query(db, dd_migrate_layout_sql) != 0 ||
+        mysql_query(db, dd_migrate_layout_col_sql) != 0 ||
+        dd_migrate_layout_read(db, was_shard, was_cnt) != DD_OK)
+        goto fail;
+    if (*was_cnt < 0) {
+        /* Rows in the dedup tables were written under no recorded layout
+         * (one database becoming a shard): they may belong elsewhere. */
+        snprintf(sql, sizeof(sql),
+                 "INSERT IGNORE INTO dedupd_shard_layout (id, shard_index, shard_count, "
+                 "changed_at) VALUES (1, %d, %d, %s)",
+                 shard, shard_cnt, has_rows ? "NOW(6)" : "NULL");
+        if (mysql_query(db, sql) != 0) goto fail;
+    } else if (relayout && (*was_shard != shard || *was_cnt != shard_cnt)) {
+        snprintf(sql, sizeof(sql),
+                 "UPDATE dedupd_shard_layout SET shard_index = %d, shard_count = %d, "
+                 "recorded_at = NOW(6), changed_at = NOW(6) WHERE id = 1",
+                 shard, shard_cnt);
+        if (mysql_query(db, sql) != 0) goto fail;
     }
     return dd_migrate_layout_check(db, who, shard, shard_cnt, 1, errstr, errstr_size);
+fail:
+    dd_errstr_set(errstr, errstr_size, "%s: recording the shard layout: %u: %s", who,
+                  mysql_errno(db), mysql_error(db));
+    return dd_db_classify(mysql_errno(db));
+}
+
+int dd_migrate_layout_changed(MYSQL *db, int64_t ttl_s, int64_t *left_s, char *changed,
+                              size_t changed_size, char *until, size_t until_size, char *errstr,
+                              size_t errstr_size)
+{
+    char sql[400];
+    MYSQL_RES *res = NULL;
+    MYSQL_ROW row;
+    int rc = DD_OK;
+
+    *left_s = -1;
+    changed[0] = until[0] = '\0';
+    /* On the database's clock, which wrote changed_at. */
+    snprintf(sql, sizeof(sql),
+             "SELECT TIMESTAMPDIFF(SECOND, NOW(6), changed_at + INTERVAL %lld SECOND),"
+             " DATE_FORMAT(changed_at, '%%Y-%%m-%%d %%H:%%i:%%s'),"
+             " DATE_FORMAT(changed_at + INTERVAL %lld SECOND, '%%Y-%%m-%%d %%H:%%i:%%s')"
+             " FROM dedupd_shard_layout WHERE id = 1 AND changed_at IS NOT NULL",
+             (long long)ttl_s, (long long)ttl_s);
+    if (mysql_query(db, sql) != 0 || !(res = mysql_store_result(db))) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(db), mysql_error(db));
+        rc =
+            mysql_errno(db) == ER_BAD_FIELD_ERROR ? DD_ERR_CONFIG : dd_db_classify(mysql_errno(db));
+    } else if ((row = mysql_fetch_row(res)) && row[0] && row[1] && row[2]) {
+        *left_s = strtoll(row[0], NULL, 10);
+        snprintf(changed, changed_size, "%s", row[1]);
+        snprintf(until, until_size, "%s", row[2]);
+    }
+    mysql_free_result(res);
+    return rc;
 }
 
 int dd_migrate_layout_check(MYSQL *db, const char *who, int shard, int shard_cnt, int required,
                             char *errstr, size_t errstr_size)
 {
-    MYSQL_RES *res = NULL;
-    MYSQL_ROW row = NULL;
-    int idx = -1, cnt = -1, rc = DD_OK;
+    int idx = -1, cnt = -1;
 
-    if (mysql_query(db, "SELECT shard_index, shard_count FROM dedupd_shard_layout WHERE id = 1") ==
-            0 &&
-        (res = mysql_store_result(db)) && (row = mysql_fetch_row(res)) && row[0] && row[1]) {
-        idx = atoi(row[0]);
-        cnt = atoi(row[1]);
-    }
-    mysql_free_result(res);
+    dd_migrate_layout_read(db, &idx, &cnt);
     if (cnt < 0) {
         if (!required) return DD_OK;
         dd_errstr_set(errstr, errstr_size,
@@ -328,10 +404,11 @@ int dd_migrate_layout_check(MYSQL *db, const char *who, int shard, int shard_cnt
                       "%s records the layout shard %d of %d, but the configuration makes it "
                       "shard %d of %d: its keys would be looked for in another shard and "
                       "claimed anew. Restore the configuration the data was written with (the "
-                      "order of mysql.shards is the shard index), or move the data first "
+                      "order of mysql.shards is the shard index), or move the data first and "
+                      "then record the new layout with `dedupd migrate --relayout` "
                       "(docs/SHARDS.md, \"Changing the shard count\")",
                       who, idx, cnt, shard, shard_cnt);
-        rc = DD_ERR_CONFIG;
+        return DD_ERR_CONFIG;
     }
-    return rc;
+    return DD_OK;
 }

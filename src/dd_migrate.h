@@ -18,6 +18,7 @@
 #define DD_MIGRATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <mysql.h>
 
@@ -61,10 +62,26 @@ int dd_migrate_processing_index(MYSQL *db, const char *table, int create, int *e
  * the configuration's, as its keys would then be looked for in another
  * shard and claimed anew (docs/SHARDS.md, "Changing the shard count").
  * `who` names the shard in messages ("shard 1 (127.0.0.1:3307)"). */
-/* Creates the table and records (shard, shard_cnt) unless a layout is
- * recorded already; then as dd_migrate_layout_check(..., 1, ...). */
-int dd_migrate_layout_record(MYSQL *db, const char *who, int shard, int shard_cnt, char *errstr,
+/* Creates the table (or adds its column changed_at) and records (shard,
+ * shard_cnt) unless a layout is recorded already, with changed_at = now if
+ * has_rows (the dedup tables hold rows written under no recorded layout),
+ * else NULL. With relayout, a recorded layout that differs is replaced,
+ * changed_at = now. *was_shard, *was_cnt: the layout recorded before, -1
+ * when none was. Then as dd_migrate_layout_check(..., 1, ...). */
+int dd_migrate_layout_record(MYSQL *db, const char *who, int shard, int shard_cnt, int has_rows,
+                             int relayout, int *was_shard, int *was_cnt, char *errstr,
                              size_t errstr_size);
+/* *rows: whether the table holds a row; 0 when it does not exist. */
+int dd_migrate_table_has_rows(MYSQL *db, const char *table, int *rows, char *errstr,
+                              size_t errstr_size);
+/* When the recorded layout changed: *left_s, the seconds from now until
+ * changed_at + ttl_s on the database's clock (negative when past), with
+ * both times as text in changed and until; *left_s = -1 and empty texts
+ * when no change is recorded (changed_at NULL or no layout).
+ * DD_ERR_CONFIG when the table has no changed_at column (migrate adds it). */
+int dd_migrate_layout_changed(MYSQL *db, int64_t ttl_s, int64_t *left_s, char *changed,
+                              size_t changed_size, char *until, size_t until_size, char *errstr,
+                              size_t errstr_size);
 /* 0 when the recorded layout is (shard, shard_cnt); DD_ERR_CONFIG with
  * errstr naming both layouts when it is another; when none is recorded
  * (or the table cannot be read), DD_ERR_CONFIG if required, else 0. */

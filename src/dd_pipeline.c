@@ -616,6 +616,11 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *co
     return DD_OK;
 }
 
+void dd_pipeline_set_shard_check_until(dd_pipeline_t *pl, int64_t until_us)
+{
+    dd_lanes_set_check_until(pl->lanes, until_us);
+}
+
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out)
 {
     pthread_mutex_lock(&pl->mu);

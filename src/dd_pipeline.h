@@ -40,6 +40,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
 /* A consistent copy of the counters and gauges (any thread). */
 void dd_pipeline_stats(dd_pipeline_t *pl, dd_stats_t *out);
 
+/* mysql.shard_check = auto: the wrong-shard check runs until the
+ * dd_now_us() until_us. Called before dd_pipeline_run. */
+void dd_pipeline_set_shard_check_until(dd_pipeline_t *pl, int64_t until_us);
+
 /* Sets the gauges of stuck processing rows of route's dedup table (an
  * index of conf->routes; external mode), which the compensation scan
  * counts (any thread). */

@@ -113,12 +113,45 @@ static void dd_run_summary(const dd_conf_t *conf, dd_pipeline_t *pl)
     fflush(stdout);
 }
 
+/* mysql.shard_check = auto: the shard whose layout change's window (its
+ * changed_at + the largest dedup.ttl) ends last. */
+typedef struct {
+    int64_t ttl_s;  /* the largest dedup.ttl */
+    int64_t left_s; /* seconds until the window ends; <= 0: no window open */
+    int shard;      /* whose window it is; -1: none */
+    int unknown;    /* a shard records no changed_at: the check stays on */
+    char changed[32], until[32];
+} dd_run_window_t;
+
+/* Reads shard s's layout change into w, keeping the window that ends last. */
+static void dd_run_read_window(const dd_conf_t *conf, MYSQL *db, int s, dd_run_window_t *w)
+{
+    char err[512], changed[32], until[32], who[340];
+    int64_t left = -1;
+
+    if (dd_migrate_layout_changed(db, w->ttl_s, &left, changed, sizeof(changed), until,
+                                  sizeof(until), err, sizeof(err)) != DD_OK) {
+        dd_log(DD_LOG_WARN,
+               "%s: reading when its shard layout changed: %s; the wrong-shard check stays on "
+               "(run `dedupd migrate` with this configuration to add dedupd_shard_layout's "
+               "column changed_at).",
+               dd_conf_shard_name(conf, s, who, sizeof(who)), err);
+        w->unknown = 1;
+    } else if (changed[0] && (w->shard < 0 || left > w->left_s)) {
+        w->left_s = left;
+        w->shard = s;
+        snprintf(w->changed, sizeof(w->changed), "%s", changed);
+        snprintf(w->until, sizeof(w->until), "%s", until);
+    }
+}
+
 /* In every shard, every route's dedup table must hold keys of the format
  * this dedupd renders, and be granted (and, for a handler in external
  * mode, have the fence column); with several shards, each must record its
- * place in this configuration's layout. */
-static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, int s, char *errstr,
-                              size_t errstr_size)
+ * place in this configuration's layout (and, for mysql.shard_check = auto,
+ * when it changed: into w). */
+static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, int s,
+                              dd_run_window_t *w, char *errstr, size_t errstr_size)
 {
     dd_db_t *db = NULL;
     char who[340];
@@ -127,6 +160,8 @@ static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, in
     if (!rc)
         rc = dd_migrate_layout_check(dd_db_mysql(db), dd_conf_shard_name(conf, s, who, sizeof(who)),
                                      s, conf->shard_cnt, conf->shard_cnt > 1, errstr, errstr_size);
+    if (!rc && conf->shard_cnt > 1 && conf->shard_check == DD_SHARD_CHECK_AUTO)
+        dd_run_read_window(conf, dd_db_mysql(db), s, w);
 
     for (int r = 0; !rc && r < conf->route_cnt; r++) {
         const char *table = conf->routes[r].dedup.table;
@@ -201,6 +236,47 @@ static void dd_run_log_start(const dd_conf_t *conf)
     }
 }
 
+/* "7d", "12h", "30m" or "45s". */
+static const char *dd_run_duration(int64_t s, char *out, size_t out_size)
+{
+    if (s > 0 && s % 86400 == 0)
+        snprintf(out, out_size, "%lldd", (long long)(s / 86400));
+    else if (s > 0 && s % 3600 == 0)
+        snprintf(out, out_size, "%lldh", (long long)(s / 3600));
+    else if (s > 0 && s % 60 == 0)
+        snprintf(out, out_size, "%lldm", (long long)(s / 60));
+    else
+        snprintf(out, out_size, "%llds", (long long)s);
+    return out;
+}
+
+/* mysql.shard_check = auto: the check runs while a layout change is
+ * younger than the largest dedup.ttl (a row of an older layout is not
+ * remembered anyway), until a monotonic deadline taken from the database's
+ * clock; one line says which. */
+static void dd_run_shard_check_window(const dd_conf_t *conf, dd_pipeline_t *pl,
+                                      const dd_run_window_t *w)
+{
+    char ttl[32];
+
+    if (conf->shard_cnt <= 1 || conf->shard_check != DD_SHARD_CHECK_AUTO) return;
+    dd_run_duration(w->ttl_s, ttl, sizeof(ttl));
+    if (w->unknown) {
+        dd_log(DD_LOG_INFO, "Wrong-shard check: on (a shard records no time of its layout "
+                            "change).");
+    } else if (w->shard >= 0 && w->left_s > 0) {
+        dd_pipeline_set_shard_check_until(pl, dd_now_us() + w->left_s * 1000000);
+        dd_log(DD_LOG_INFO,
+               "Wrong-shard check: on until %s (the layout of shard %d changed at %s; "
+               "dedup.ttl %s).",
+               w->until, w->shard, w->changed, ttl);
+    } else {
+        dd_pipeline_set_shard_check_until(pl, 0);
+        dd_log(DD_LOG_INFO,
+               "Wrong-shard check: off (no shard's layout changed within dedup.ttl, %s).", ttl);
+    }
+}
+
 /* The last line, once everything is released, says how it ended. */
 static void dd_run_log_end(const dd_stats_t *end, int rc)
 {
@@ -225,9 +301,12 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
     dd_purge_t *purge = NULL;
     dd_reconcile_t *scan = NULL;
     dd_stats_t end = {0};
+    dd_run_window_t window = {.shard = -1};
     char err[1024];
     int rc;
 
+    for (int r = 0; r < conf->route_cnt; r++)
+        if (conf->routes[r].dedup.ttl_s > window.ttl_s) window.ttl_s = conf->routes[r].dedup.ttl_s;
     dd_signals_install();
     dd_run_log_start(conf);
     rc = dd_validate_conf(conf, hs, dd_run_report, NULL, err, sizeof(err));
@@ -236,8 +315,9 @@ static int dd_run_run(const dd_conf_t *conf, void *opts)
                dd_handler_path(hs[r]), conf->has_routes ? " for route " : "",
                conf->has_routes ? conf->routes[r].name : "");
     for (int s = 0; !rc && s < conf->shard_cnt; s++)
-        rc = dd_run_check_table(conf, hs, s, err, sizeof(err));
+        rc = dd_run_check_table(conf, hs, s, &window, err, sizeof(err));
     if (!rc) rc = dd_pipeline_new(&pl, conf, hs, err, sizeof(err));
+    if (!rc) dd_run_shard_check_window(conf, pl, &window);
     if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
     if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
     if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));

@@ -10,7 +10,10 @@
 # range is dead-lettered shard_unmapped, one that is not a number
 # shard_key_invalid, the others applied in their ranges' shards. Last, a
 # configuration listing the shards in another order is refused at start,
-# naming the shard and both layouts.
+# naming the shard and both layouts, and by migrate, which points to
+# --relayout; `migrate --relayout` records it (old -> new per shard,
+# changed_at set where it changed), and run then starts with the
+# wrong-shard check on.
 source "$(dirname "$0")/lib.sh"
 tb_init shards_exactly_once
 tb_shards 3
@@ -86,5 +89,33 @@ timeout --foreground 60 "$DEDUPD" run -c "$TB_DIR/swapped.conf" --exit-at-end >"
 tb_check "a configuration with the shards swapped is refused (exit $rc)" test "$rc" -ne 0
 tb_check "the refusal names the shard, both layouts and the document" grep -q \
   'shard 1 (.*) records the layout shard 2 of 3, but the configuration makes it shard 1 of 3.*Changing the shard count' \
+  "$TB_DIR/swapped.log"
+for k in 0 1 2; do
+  tb_eq "shard $k records no layout change" NULL \
+    "$(tb_shard_sql "$k" "SELECT IFNULL(changed_at, 'NULL') FROM dedupd_shard_layout")"
+done
+rc=0
+DEDUPD_MYSQL_USER="$TB_MIG_USER" "$DEDUPD" migrate -c "$TB_DIR/swapped.conf" >"$TB_DIR/relayout.log" 2>&1 || rc=$?
+tb_check "migrate refuses the other layout (exit $rc)" test "$rc" -ne 0
+tb_check "and points to --relayout" grep -q \
+  'shard 1 (.*) records the layout shard 2 of 3, but the configuration makes it shard 1 of 3.*dedupd migrate --relayout' \
+  "$TB_DIR/relayout.log"
+rc=0
+DEDUPD_MYSQL_USER="$TB_MIG_USER" "$DEDUPD" migrate -c "$TB_DIR/swapped.conf" --relayout \
+  >"$TB_DIR/relayout.log" 2>&1 || rc=$?
+tb_eq "migrate --relayout records the new layout" 0 "$rc"
+tb_eq "a line per shard, old -> new" "unchanged|2 of 3 -> shard 1 of 3|1 of 3 -> shard 2 of 3" \
+  "$(grep -o 'layout shard .*\.$' "$TB_DIR/relayout.log" | sed -e 's/^layout shard 0 of 3, unchanged\.$/unchanged/' \
+    -e 's/^layout shard \(.*\) (changed)\.$/\1/' | paste -sd'|')"
+tb_eq "the servers record the swapped layout" "0 3|2 3|1 3" \
+  "$(tb_shards_sql "SELECT shard_index, shard_count FROM dedupd_shard_layout" | tr '\t' ' ' | paste -sd'|')"
+tb_eq "changed_at set where the layout changed" "NULL SET SET" \
+  "$(tb_shards_sql "SELECT IF(changed_at > NOW(6) - INTERVAL 1 MINUTE, 'SET', 'NULL') FROM dedupd_shard_layout" |
+    paste -sd' ')"
+rc=0
+timeout --foreground 60 "$DEDUPD" run -c "$TB_DIR/swapped.conf" --exit-at-end >"$TB_DIR/swapped.log" 2>&1 || rc=$?
+tb_eq "run starts with the swapped layout recorded" 0 "$rc"
+tb_check "auto: the check is on after the relayout" grep -q \
+  'Wrong-shard check: on until .* (the layout of shard [12] changed at .*; dedup.ttl 7d)' \
   "$TB_DIR/swapped.log"
 tb_done

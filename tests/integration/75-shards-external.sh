@@ -97,7 +97,8 @@ tb_assert_committed_at_end
 # A key of an external route whose row sits in another shard (moved there
 # by hand, as a re-shard that went wrong would leave it) is not claimed
 # anew in its own: redelivered, it is dead-lettered wrong_shard and sent
-# no second time.
+# no second time. The layout recorded no change, so the check is asked for
+# (mysql.shard_check = skip; auto would not check).
 home=$(tb_sql "SELECT CRC32('n:a3') % 3")
 away=$(((home + 1) % 3))
 row=$(tb_shard_sql "$home" "SELECT HEX(request_hash), fence FROM dedup_record WHERE biz_key = 'n:a3'")
@@ -107,7 +108,7 @@ tb_shard_sql "$away" "INSERT INTO dedup_record (biz_key, request_hash, status, f
 tb_shard_sql "$home" "DELETE FROM dedup_record WHERE biz_key = 'n:a3'"
 printf '1\t-\t{"id":"a3","to":"u3","text":"hi"}\n' | tb_produce notes 2>/dev/null ||
   tb_die "produce failed"
-tb_run || tb_die "the run of the redelivered message failed"
+DEDUPD_MYSQL_SHARD_CHECK=skip tb_run || tb_die "the run of the redelivered message failed"
 tb_eq "the moved key's message is dead-lettered wrong_shard" 1 "$(tb_dlq_distinct wrong_shard notes.dlq)"
 tb_check "its error names both shards" bash -c "grep -q 'key n:a3 has a row in shard $away (.*) but its route names shard $home' '$TB_DIR/run.log'"
 tb_eq "not claimed again in its own shard" 0 \

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# 76: three database shards, the ledger sharded by merchant. After a first
-# run, some keys' rows (dedup row, ledger entry, payment order) are moved by
-# SQL from the shard their route names to another one: a re-shard whose
-# rows were moved wrongly. Their redelivered payments are dead-lettered
+# 76: three database shards, the ledger sharded by merchant. On a fresh
+# layout (no change recorded) the default mysql.shard_check (auto) does not
+# check, and says so. After a first run, some keys' rows (dedup row, ledger
+# entry, payment order) are moved by SQL from the shard their route names to
+# another one, and shard 1's layout is marked changed now: a re-shard whose
+# rows were moved wrongly. auto then checks, until the change is dedup.ttl
+# old. Their redelivered payments are dead-lettered
 # wrong_shard, the error naming both shards, and applied nowhere again
 # (every shard's ledger count unchanged); a key whose row is in both shards
 # is judged by its own shard's row (a duplicate); new keys are applied in
-# their shards; offsets committed at the end. Then, with the default
-# mysql.shard_check (skip), shard 2's MariaDB is killed: new keys of shards
+# their shards; offsets committed at the end. Then, with mysql.shard_check
+# = skip, shard 2's MariaDB is killed: new keys of shards
 # 0 and 1 are still applied, the skipped check is counted per batch in
 # dedupd_shard_check_skipped_total{shard="2"} and warned about once; after
 # shard 2's restart everything is committed. With mysql.shard_check = wait
-# they wait for shard 2 instead, and are applied after its restart.
+# they wait for shard 2 instead, and are applied after its restart. Last,
+# with the layout change older than dedup.ttl, auto stops checking: a
+# moved key's redelivery is claimed in its own shard.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/http.sh"
 tb_init shards_wrong_shard
@@ -41,6 +46,10 @@ pay() { printf '%s\t-\t{"merchant_id":"%s","order_no":"%s","amount":1.25,"curren
 } | tb_produce 2>/dev/null || tb_die "produce failed"
 tb_run || tb_die "first run failed"
 tb_eq "first run: 18 applied" 18 "$(tb_summary applied)"
+tb_eq "a fresh layout records no change" "NULL NULL NULL" \
+  "$(tb_shards_sql "SELECT IFNULL(changed_at, 'NULL') FROM dedupd_shard_layout" | paste -sd' ')"
+tb_check "auto: the check is off on a fresh layout" bash -c \
+  "tail -n +$TB_RUN_START '$TB_DIR/run.log' | grep -q \"level=info.*Wrong-shard check: off (no shard's layout changed within dedup.ttl\""
 
 # Shard 0's merchant: keys A1-A3 moved to shard 2, A4 copied to shard 1;
 # shard 1's merchant: A1 moved to shard 0.
@@ -77,6 +86,9 @@ delete_rows 0 "${M[0]}" A1 A2 A3
 copy_rows 0 1 "${M[0]}" A4
 copy_rows 1 0 "${M[1]}" A1
 delete_rows 1 "${M[1]}" A1
+# The re-shard changed shard 1's layout (as `dedupd migrate --relayout`
+# records it).
+tb_shard_sql 1 "UPDATE dedupd_shard_layout SET changed_at = NOW(6) - INTERVAL 1 HOUR"
 ledger() { tb_shards_sql "SELECT COUNT(*) FROM ledger_entry" | paste -sd' '; }
 before=$(ledger)
 tb_eq "the moved rows are in the wrong shards" "3 1" \
@@ -98,6 +110,8 @@ tb_eq "the moved rows are in the wrong shards" "3 1" \
   done
 } | tb_produce 2>/dev/null || tb_die "produce failed"
 tb_run || tb_die "the run after the move failed"
+tb_check "auto: the check is on until dedup.ttl after the change" bash -c \
+  "tail -n +$TB_RUN_START '$TB_DIR/run.log' | grep -q 'level=info.*Wrong-shard check: on until [0-9-]* [0-9:]* (the layout of shard 1 changed at [0-9-]* [0-9:]*; dedup.ttl 7d)'"
 tb_eq "dead letters wrong_shard: the moved keys' messages" 5 "$(tb_dlq_count wrong_shard)"
 tb_eq "summary: dlq_wrong_shard" 5 "$(tb_summary dlq_wrong_shard)"
 tb_eq "summary: the copied and the untouched key are duplicates" 2 "$(tb_summary duplicates)"
@@ -124,7 +138,7 @@ tb_eq "no business key booked twice" "" \
 tb_assert_committed_at_end
 
 # Shard 2 down: the check goes on without it (mysql.shard_check = skip).
-tb_start bg
+DEDUPD_MYSQL_SHARD_CHECK=skip tb_start bg
 pid=$TB_LAST_PID
 tb_wait_until 30 "assigned" grep -q "Assigned $TB_TOPIC " "$TB_DIR/bg.log" || tb_die "no partitions"
 tb_shard_kill9 2
@@ -185,5 +199,19 @@ tb_eq "wait: applied after the restart" 6 "$(wapplied)"
 tb_stop "$pid" || tb_not_ok "dedupd run exited non-zero after SIGTERM"
 tb_eq "no business key booked twice, at the end" "" \
   "$(tb_shards_sql "SELECT biz_key FROM ledger_entry" | sort | uniq -d | grep -v "pay:${M[0]}:A4" | head -n 5)"
+tb_assert_committed_at_end
+
+# The layout change older than dedup.ttl (7d): auto checks no more, as a
+# row of the old layout would have been purged by now. A moved key's
+# redelivery is then claimed in its own shard (here, where its row was not
+# purged, applied a second time: what the check guarded against).
+tb_shard_sql 1 "UPDATE dedupd_shard_layout SET changed_at = NOW(6) - INTERVAL 8 DAY"
+pay 3 "${M[1]}" A1 | tb_produce 2>/dev/null || tb_die "produce failed"
+tb_run || tb_die "the run after dedup.ttl failed"
+tb_check "auto: the check is off once the change is older than dedup.ttl" bash -c \
+  "tail -n +$TB_RUN_START '$TB_DIR/run.log' | grep -q \"Wrong-shard check: off (no shard's layout changed within dedup.ttl\""
+tb_eq "auto, off: no dead letter wrong_shard for the moved key" 0 "$(tb_summary dlq_wrong_shard)"
+tb_eq "auto, off: the moved key claimed in its own shard" 1 \
+  "$(tb_shard_sql 1 "SELECT COUNT(*) FROM dedup_record WHERE biz_key = 'pay:${M[1]}:A1' AND status = 1")"
 tb_assert_committed_at_end
 tb_done

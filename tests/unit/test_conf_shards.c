@@ -84,8 +84,34 @@ START_TEST(test_one_shard)
     ck_assert_ptr_ne(conf->shards[0].host, conf->mysql.host);
     ck_assert_int_eq(conf->routes[0].dedup.shard_by, DD_SHARD_HASH);
     ck_assert_ptr_null(conf->routes[0].dedup.shard_key);
-    ck_assert_int_eq(conf->shard_check, DD_SHARD_CHECK_SKIP);
+    ck_assert_int_eq(conf->shard_check, DD_SHARD_CHECK_AUTO);
     dd_conf_destroy(conf);
+}
+END_TEST
+
+/* mysql.shard_check: auto (the default) and the three fixed behaviours,
+ * each with its name back. */
+START_TEST(test_shard_check_values)
+{
+    static const struct {
+        const char *name;
+        int check;
+    } values[] = {{"auto", DD_SHARD_CHECK_AUTO},
+                  {"skip", DD_SHARD_CHECK_SKIP},
+                  {"wait", DD_SHARD_CHECK_WAIT},
+                  {"off", DD_SHARD_CHECK_OFF}};
+    char text[256];
+
+    for (size_t i = 0; i < DD_ARRAY_LEN(values); i++) {
+        dd_conf_t *conf;
+        snprintf(text, sizeof(text),
+                 K_LINE "mysql = {\n  database = \"d\";\n  shard_check = \"%s\";\n};\n" D_LINE,
+                 values[i].name);
+        conf = load_ok(text);
+        ck_assert_int_eq(conf->shard_check, values[i].check);
+        ck_assert_str_eq(dd_conf_shard_check_name(conf->shard_check), values[i].name);
+        dd_conf_destroy(conf);
+    }
 }
 END_TEST
 
@@ -171,7 +197,7 @@ static const struct {
             "handler = { path = \"h.so\"; };\n",
      "%s:5: setting dedup.shard_by: expected one of hash|modulo|map, got \"range\""},
     {K_LINE "mysql = {\n  database = \"d\";\n  shard_check = \"never\";\n};\n" D_LINE,
-     "%s:4: setting mysql.shard_check: expected one of skip|wait|off, got \"never\""},
+     "%s:4: setting mysql.shard_check: expected one of auto|skip|wait|off, got \"never\""},
     {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { shard_check = \"off\"; }\n"
             "  );\n};\n" D_LINE,
      "%s:5: shard 0: unknown setting shard_check"},
@@ -268,6 +294,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_one_shard);
     tcase_add_test(tc, test_shards_inherit);
+    tcase_add_test(tc, test_shard_check_values);
     tcase_add_loop_test(tc, test_bad_shards, 0, (int)DD_ARRAY_LEN(bad_shards));
     tcase_add_test(tc, test_too_many_shards);
     tcase_add_test(tc, test_route_map);
