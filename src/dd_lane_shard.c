@@ -122,7 +122,7 @@ static void dd_lane_shard_outage(dd_lane_t *lane, int s, const char *err)
     else
         dd_log(DD_LOG_WARN,
                "The wrong-shard check cannot ask %s: going on without it until it answers "
-               "(mysql.shard_check = skip; dedupd_shard_check_skipped_total counts the "
+               "(mysql.shard_check = skip or auto; dedupd_shard_check_skipped_total counts the "
                "batches): %s",
                name, err);
 }

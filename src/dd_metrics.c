@@ -183,7 +183,7 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s, const char *const 
                 (unsigned long long)s->shard[i].applied);
     dd_metrics_head(f, "dedupd_shard_check_skipped_total", "counter",
                     "Batches whose wrong-shard check went on without asking the database shard, "
-                    "which did not answer (mysql.shard_check = skip).");
+                    "which did not answer (mysql.shard_check = skip, or auto while it checks).");
     for (int i = 0; i < s->shard_cnt && i < DD_STATS_SHARD_MAX; i++)
         fprintf(f, "dedupd_shard_check_skipped_total{shard=\"%d\"} %llu\n", i,
                 (unsigned long long)s->shard[i].check_skipped);

@@ -12,7 +12,8 @@
 # configuration listing the shards in another order is refused at start,
 # naming the shard and both layouts, and by migrate, which points to
 # --relayout; `migrate --relayout` records it (old -> new per shard,
-# changed_at set where it changed), and run then starts with the
+# changed_at set where it changed; a first layout over rows sets it too),
+# and run then starts with the
 # wrong-shard check on.
 source "$(dirname "$0")/lib.sh"
 tb_init shards_exactly_once
@@ -118,4 +119,14 @@ tb_eq "run starts with the swapped layout recorded" 0 "$rc"
 tb_check "auto: the check is on after the relayout" grep -q \
   'Wrong-shard check: on until .* (the layout of shard [12] changed at .*; dedup.ttl 7d)' \
   "$TB_DIR/swapped.log"
+
+# A layout recorded for the first time over a dedup table that holds rows
+# (a database joining a layout with rows of an earlier one) counts as a
+# change: changed_at is set, and the check runs.
+tb_shard_sql 0 "DROP TABLE dedupd_shard_layout"
+DEDUPD_MYSQL_USER="$TB_MIG_USER" "$DEDUPD" migrate -c "$TB_DIR/swapped.conf" \
+  >"$TB_DIR/rows.log" 2>&1 || tb_not_ok "migrate over a table with rows failed"
+tb_eq "first layout over rows: recorded, changed_at set" "0 3 SET" \
+  "$(tb_shard_sql 0 "SELECT shard_index, shard_count, IF(changed_at > NOW(6) - INTERVAL 1 MINUTE, 'SET',
+                     'NULL') FROM dedupd_shard_layout" | tr '\t' ' ')"
 tb_done
