@@ -60,7 +60,7 @@ typedef struct dd_item_s {
 
     dd_outcome_t outcome;
     dd_reason_t reason;
-    char error[256];
+    char error[512];
     char *response; /* handler's snapshot, owned until the batch is finished */
     dd_claim_t *claim;
     int64_t dlq_due_ms; /* resend time after a failed dead letter */

@@ -84,7 +84,7 @@ static int dd_replay_apply_record(dd_replay_t *rp, dd_item_t *list, char *errstr
         dd_buf_printf(&rp->sql, "UPDATE dd_replay_key SET outcome = %d, outcome_error = ",
                       failed ? DD_RA_FAILED : DD_RA_ALREADY_APPLIED);
         if (failed) {
-            char why[300];
+            char why[600];
             snprintf(why, sizeof(why), "%s: %s", dd_reason2str(it->reason), it->error);
             dd_replay_put_text(rp, why);
         } else {
