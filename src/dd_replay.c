@@ -17,7 +17,9 @@
  * Memory stays bounded by the batch size, not by the range: what replay
  * remembers about each key (its first message, its status, the apply
  * outcome) lives in session TEMPORARY tables, which the report and the
- * --orphans anti-join read back at the end.
+ * --orphans anti-join read back at the end. With shards they live in shard
+ * 0's session; --orphans copies each other shard's keys of the range into
+ * a temporary table of that shard's session, so its anti-join runs there.
  */
 #include "dd_replay_int.h"
 
@@ -74,7 +76,8 @@ static int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
 /* Shard s: its recorded layout (with shards: a key looked for in a shard
  * of another layout would be reported missing, and --apply would claim it
  * anew), then each table read there: its key format and the privileges
- * replay needs there (temporary tables only in shard 0, where they live). */
+ * replay needs there (temporary tables in shard 0, where they live, and
+ * with --orphans in every shard, for its anti-join). */
 static int dd_replay_check_shard(dd_replay_t *rp, int s, char *errstr, size_t errstr_size)
 {
     const dd_conf_t *conf = rp->conf;
@@ -90,7 +93,8 @@ static int dd_replay_check_shard(dd_replay_t *rp, int s, char *errstr, size_t er
         rc = dd_migrate_check_key_format(dd_db_mysql(rp->sdb[s]), table, errstr, errstr_size);
         if (!rc)
             rc = dd_grants_check(rp->sdb[s], conf, table,
-                                 DD_GRANTS_READ | (s == 0 ? DD_GRANTS_TEMP : 0) |
+                                 DD_GRANTS_READ |
+                                     (s == 0 || rp->args->orphans ? DD_GRANTS_TEMP : 0) |
                                      (rp->args->apply ? DD_GRANTS_CLAIM : 0),
                                  errstr, errstr_size);
     }
@@ -164,19 +168,9 @@ static void dd_replay_release(void *opts)
     free(((dd_replay_args_t *)opts)->parts);
 }
 
-/* --route naming no route is a usage error, as a bad argument. So is
- * --orphans with shards: its anti-join runs in the database holding both
- * the dedup table and what replay saw, and with shards the rows are in
- * several. */
+/* --route naming no route is a usage error, as a bad argument. */
 static int dd_replay_route_unknown(const dd_conf_t *conf, const dd_replay_args_t *args)
 {
-    if (args->orphans && conf->shard_cnt > 1) {
-        dd_log(DD_LOG_ERROR,
-               "dedupd replay: --orphans is not available with mysql.shards (%d shards): it "
-               "compares one database's dedup table with the range",
-               conf->shard_cnt);
-        return 1;
-    }
     if (!args->route || dd_conf_route_named(conf, args->route) >= 0) return 0;
     dd_log(DD_LOG_ERROR, "dedupd replay: --route %s: %s has no route of that name", args->route,
            conf->path);
@@ -262,7 +256,8 @@ const dd_cmd_t dd_cmd_replay = {
         "  --orphans            also list dedup rows first seen in the range whose key is\n"
         "                       not in it\n"
         "  --fail-on-findings   exit 3 when keys are missing, conflicting or failed (after\n"
-        "                       --apply: not repaired), or copies conflict\n"
+        "                       --apply: not repaired), in another shard (wrong_shard),\n"
+        "                       or copies conflict\n"
         "  --all-consumed       judge every message as consumed by the live group: a key\n"
         "                       without a row is missing, never pending (after a group\n"
         "                       reset, or to rebuild another database from the topic)\n"

@@ -37,13 +37,14 @@
  * Stored as numbers in the temporary tables. */
 typedef enum {
     DD_RS_NONE = 0,
-    DD_RS_APPLIED,    /* a row with the same hash, applied */
-    DD_RS_MISSING,    /* no row */
-    DD_RS_CONFLICT,   /* a row with another hash, or a copy unlike the first */
-    DD_RS_FAILED,     /* a failed (rejected) row with the same hash */
-    DD_RS_PROCESSING, /* a row in state 0 (a lease holder is on it) */
-    DD_RS_PENDING,    /* no row, and the live group has not consumed the message yet */
-    DD_RS_BAD,        /* no key can be derived */
+    DD_RS_APPLIED,     /* a row with the same hash, applied */
+    DD_RS_MISSING,     /* no row */
+    DD_RS_CONFLICT,    /* a row with another hash, or a copy unlike the first */
+    DD_RS_FAILED,      /* a failed (rejected) row with the same hash */
+    DD_RS_PROCESSING,  /* a row in state 0 (a lease holder is on it) */
+    DD_RS_PENDING,     /* no row, and the live group has not consumed the message yet */
+    DD_RS_WRONG_SHARD, /* no row in its shard, but one in another (shards not moved) */
+    DD_RS_BAD,         /* no key can be derived */
     DD_RS_CNT
 } dd_replay_status_t;
 
@@ -53,6 +54,7 @@ typedef enum {
     DD_RA_REPAIRED,        /* the handler ran and committed */
     DD_RA_ALREADY_APPLIED, /* the claim found it applied meanwhile (a live consumer) */
     DD_RA_FAILED,          /* conflict, rejected or retries exhausted */
+    DD_RA_NOT_REPAIRED,    /* left alone: its row is in another shard (wrong_shard) */
     DD_RA_CNT
 } dd_replay_apply_t;
 
@@ -104,6 +106,7 @@ typedef struct {
     int seen;         /* already met earlier in the range */
     unsigned char first_hash[DD_HASH_LEN];
     int has_row, row_status;
+    int row_shard; /* without a row in its shard: another shard holding one, or -1 */
     unsigned char row_hash[DD_HASH_LEN];
     char row_error[256];
 } dd_replay_ukey_t;
@@ -118,8 +121,8 @@ typedef struct {
     dd_json_doc_t *doc; /* the message being parsed */
     rd_kafka_t *rk;
     dd_db_t *db; /* shard 0's: the temporary tables, and shard 0's lookups */
-    /* Each shard's connection for its lookups (sdb[0] is db, not owned
-     * twice). */
+    /* Each shard's connection for its lookups, and with --orphans its
+     * anti-join (sdb[0] is db, not owned twice). */
     dd_db_t *sdb[DD_CONF_SHARD_MAX];
     dd_buf_t sql;
 
@@ -163,6 +166,9 @@ int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr, s
 /* Runs rp->sql; use: stream the rows (mysql_use_result) rather than store
  * them. NULL with errstr on failure. */
 MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr_size);
+/* The same on shard's connection (sdb[shard]); errors name the shard. */
+MYSQL_RES *dd_replay_shard_query(dd_replay_t *rp, int shard, int use, char *errstr,
+                                 size_t errstr_size);
 /* Appends s quoted (at most 1024 bytes), or NULL when s is NULL or empty. */
 void dd_replay_put_text(dd_replay_t *rp, const char *s);
 int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size);

@@ -7,7 +7,9 @@
  * is two keys, each looked up in its route's dedup table. With shards, a
  * key is looked up in the shard its route's routing picks (the pipeline's
  * rule, dd_shard.h), on a connection to that shard; the temporary tables
- * stay in shard 0's session.
+ * stay in shard 0's session. A key without a row there is then looked for
+ * in the other shards: a row left in another shard by a re-shard makes it
+ * wrong_shard, as `dedupd run` would dead-letter it, not missing.
  */
 #include "dd_replay_int.h"
 
@@ -30,21 +32,32 @@ int dd_replay_exec(dd_replay_t *rp, const char *sql, size_t len, char *errstr, s
 
 MYSQL_RES *dd_replay_query(dd_replay_t *rp, int use, char *errstr, size_t errstr_size)
 {
-    MYSQL *mysql = dd_db_mysql(rp->db);
+    return dd_replay_shard_query(rp, 0, use, errstr, errstr_size);
+}
+
+MYSQL_RES *dd_replay_shard_query(dd_replay_t *rp, int shard, int use, char *errstr,
+                                 size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(rp->sdb[shard]);
     MYSQL_RES *res = NULL;
 
     if (rp->sql.oom)
         dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
     else if (mysql_real_query(mysql, rp->sql.p, (unsigned long)rp->sql.len) != 0 ||
-             !(res = use ? mysql_use_result(mysql) : mysql_store_result(mysql)))
-        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+             !(res = use ? mysql_use_result(mysql) : mysql_store_result(mysql))) {
+        if (rp->conf->shard_cnt > 1)
+            dd_errstr_set(errstr, errstr_size, "shard %d: %u: %s", shard, mysql_errno(mysql),
+                          mysql_error(mysql));
+        else
+            dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+    }
     return res;
 }
 
 /* dd_replay_key: per key (of a route: its index), its first message in the
- * range and the verdict. dd_replay_event: bad messages and copies unlike
- * their key's first one. InnoDB, so a large range spills to disk instead
- * of memory. */
+ * range and the verdict (wrong_shard: row_shard, the shard holding its
+ * row). dd_replay_event: bad messages and copies unlike their key's first
+ * one. InnoDB, so a large range spills to disk instead of memory. */
 int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     static const char *const ddl[] = {
@@ -54,7 +67,7 @@ int dd_replay_temp_tables(dd_replay_t *rp, char *errstr, size_t errstr_size)
         " topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL, koffset BIGINT NOT NULL,"
         " kafka_key BLOB NULL,"
         " status TINYINT NOT NULL, reason VARCHAR(32) NULL, stored_hash BINARY(32) NULL,"
-        " detail VARCHAR(1024) NULL, outcome TINYINT NOT NULL DEFAULT 0,"
+        " detail VARCHAR(1024) NULL, row_shard SMALLINT NULL, outcome TINYINT NOT NULL DEFAULT 0,"
         " outcome_error VARCHAR(1024) NULL, PRIMARY KEY (route, biz_key)) ENGINE=InnoDB",
         "CREATE TEMPORARY TABLE dd_replay_event ("
         " id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, route SMALLINT NOT NULL,"
@@ -91,14 +104,28 @@ static dd_replay_ukey_t *dd_replay_ukey_find(dd_replay_t *rp, size_t a, size_t b
     return NULL;
 }
 
-/* " WHERE biz_key IN (...)" of uk[a..b). */
-static void dd_replay_in_list(dd_replay_t *rp, size_t a, size_t b, int only_new)
+/* Which keys of uk[a..b) a statement asks about. */
+typedef enum {
+    DD_REPLAY_IN_ALL,    /* every one */
+    DD_REPLAY_IN_NEW,    /* those met for the first time */
+    DD_REPLAY_IN_NO_ROW, /* those met for the first time without a row (yet) */
+} dd_replay_in_t;
+
+static int dd_replay_in_wanted(const dd_replay_ukey_t *k, dd_replay_in_t which)
+{
+    if (which == DD_REPLAY_IN_ALL) return 1;
+    if (k->seen) return 0;
+    return which == DD_REPLAY_IN_NEW || (!k->has_row && k->row_shard < 0);
+}
+
+/* " biz_key IN (...)" of the keys of uk[a..b) that which picks. */
+static void dd_replay_in_list(dd_replay_t *rp, size_t a, size_t b, dd_replay_in_t which)
 {
     int first = 1;
 
     dd_buf_puts(&rp->sql, " biz_key IN (");
     for (size_t i = a; i < b; i++) {
-        if (only_new && rp->uk[i].seen) continue;
+        if (!dd_replay_in_wanted(&rp->uk[i], which)) continue;
         if (!first) dd_buf_puts(&rp->sql, ",");
         dd_db_hex(&rp->sql, rp->uk[i].first->key, rp->uk[i].first->key_len);
         first = 0;
@@ -117,7 +144,7 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t a, size_t b, char *errs
     dd_buf_reset(&rp->sql);
     dd_buf_printf(&rp->sql, "SELECT biz_key, msg_hash FROM dd_replay_key WHERE route = %d AND",
                   rp->uk[a].first->route);
-    dd_replay_in_list(rp, a, b, 0);
+    dd_replay_in_list(rp, a, b, DD_REPLAY_IN_ALL);
     if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
@@ -136,9 +163,7 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t a, size_t b, char *errs
 static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errstr,
                                  size_t errstr_size)
 {
-    int shard = rp->uk[a].first->shard;
-    MYSQL *mysql = dd_db_mysql(rp->sdb[shard]);
-    MYSQL_RES *res = NULL;
+    MYSQL_RES *res;
     MYSQL_ROW row;
     size_t fresh = 0;
 
@@ -148,20 +173,9 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errs
     dd_buf_reset(&rp->sql);
     dd_buf_printf(&rp->sql, "SELECT biz_key, request_hash, status, error FROM `%s` WHERE",
                   rp->conf->routes[rp->uk[a].first->route].dedup.table);
-    dd_replay_in_list(rp, a, b, 1);
-    if (rp->sql.oom) {
-        dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
-        return DD_ERR_NOMEM;
-    }
-    if (mysql_real_query(mysql, rp->sql.p, (unsigned long)rp->sql.len) != 0 ||
-        !(res = mysql_store_result(mysql))) {
-        if (rp->conf->shard_cnt > 1)
-            dd_errstr_set(errstr, errstr_size, "shard %d: %u: %s", shard, mysql_errno(mysql),
-                          mysql_error(mysql));
-        else
-            dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+    dd_replay_in_list(rp, a, b, DD_REPLAY_IN_NEW);
+    if (!(res = dd_replay_shard_query(rp, rp->uk[a].first->shard, 0, errstr, errstr_size)))
         return DD_ERR_FATAL;
-    }
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_ukey_t *k = dd_replay_ukey_find(rp, a, b, row[0], len[0]);
@@ -172,6 +186,40 @@ static int dd_replay_lookup_rows(dd_replay_t *rp, size_t a, size_t b, char *errs
         snprintf(k->row_error, sizeof(k->row_error), "%s", row[3] ? row[3] : "");
     }
     mysql_free_result(res);
+    return DD_OK;
+}
+
+/* The keys of uk[a..b) (one route's, one shard's) met for the first time
+ * without a row in their shard, looked for in every other shard: a row
+ * there is one a re-shard did not move (docs/SHARDS.md), which `dedupd run`
+ * would dead-letter wrong_shard and --apply must not claim anew. One
+ * statement per other shard, only when such keys exist: most keys have
+ * their row. */
+static int dd_replay_lookup_elsewhere(dd_replay_t *rp, size_t a, size_t b, char *errstr,
+                                      size_t errstr_size)
+{
+    int shard = rp->uk[a].first->shard;
+
+    for (int s = 0; s < rp->conf->shard_cnt; s++) {
+        MYSQL_RES *res;
+        MYSQL_ROW row;
+        size_t left = 0;
+        if (s == shard) continue;
+        for (size_t i = a; i < b; i++)
+            left += dd_replay_in_wanted(&rp->uk[i], DD_REPLAY_IN_NO_ROW);
+        if (left == 0) break;
+        dd_buf_reset(&rp->sql);
+        dd_buf_printf(&rp->sql, "SELECT biz_key FROM `%s` WHERE",
+                      rp->conf->routes[rp->uk[a].first->route].dedup.table);
+        dd_replay_in_list(rp, a, b, DD_REPLAY_IN_NO_ROW);
+        if (!(res = dd_replay_shard_query(rp, s, 0, errstr, errstr_size))) return DD_ERR_FATAL;
+        while ((row = mysql_fetch_row(res))) {
+            unsigned long *len = mysql_fetch_lengths(res);
+            dd_replay_ukey_t *k = dd_replay_ukey_find(rp, a, b, row[0], len[0]);
+            if (k && dd_replay_in_wanted(k, DD_REPLAY_IN_NO_ROW)) k->row_shard = s;
+        }
+        mysql_free_result(res);
+    }
     return DD_OK;
 }
 
@@ -205,6 +253,7 @@ static size_t dd_replay_group(dd_replay_t *rp)
                         it->key_len) != 0) {
             memset(&rp->uk[u], 0, sizeof(rp->uk[u]));
             rp->uk[u].first = it;
+            rp->uk[u].row_shard = -1;
             memcpy(rp->uk[u].first_hash, it->hash, DD_HASH_LEN);
             u++;
         }
@@ -228,6 +277,10 @@ static dd_replay_status_t dd_replay_judge(dd_replay_t *rp, const dd_replay_ukey_
                                           const char **reason)
 {
     *reason = NULL;
+    if (!k->has_row && k->row_shard >= 0) {
+        *reason = "row_in_other_shard";
+        return DD_RS_WRONG_SHARD;
+    }
     if (!k->has_row && dd_replay_not_consumed(rp, k->first)) {
         *reason = "not_consumed_yet";
         return DD_RS_PENDING;
@@ -279,11 +332,14 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql,
                 "INSERT INTO dd_replay_key (route, shard, biz_key, msg_hash, topic, kpartition, "
-                "koffset, kafka_key, status, reason, stored_hash, detail) VALUES ");
+                "koffset, kafka_key, status, reason, stored_hash, detail, row_shard, outcome, "
+                "outcome_error) VALUES ");
     for (size_t i = 0; i < u; i++) {
         dd_replay_ukey_t *k = &rp->uk[i];
         const char *reason;
         dd_replay_status_t st;
+        char detail[700] = "", there[300], here[300];
+        int left; /* --apply leaves it, and says so */
         if (k->seen) continue;
         st = dd_replay_judge(rp, k, &reason);
         rp->sum.keys++;
@@ -303,7 +359,23 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
         else
             dd_buf_puts(&rp->sql, "NULL");
         dd_buf_puts(&rp->sql, ",");
-        dd_replay_put_text(rp, st == DD_RS_FAILED ? k->row_error : NULL);
+        if (st == DD_RS_WRONG_SHARD)
+            snprintf(detail, sizeof(detail),
+                     "its row is in %s but its route names %s: its rows were not moved when the "
+                     "layout changed; see docs/SHARDS.md, \"Changing the shard count\"",
+                     dd_conf_shard_name(rp->conf, k->row_shard, there, sizeof(there)),
+                     dd_conf_shard_name(rp->conf, k->first->shard, here, sizeof(here)));
+        dd_replay_put_text(rp, st == DD_RS_FAILED ? k->row_error : detail);
+        left = st == DD_RS_WRONG_SHARD && rp->args->apply &&
+               !dd_replay_apply_external(rp, k->first->route);
+        if (st == DD_RS_WRONG_SHARD)
+            dd_buf_printf(&rp->sql, ",%d,%d,", k->row_shard,
+                          left ? DD_RA_NOT_REPAIRED : DD_RA_NONE);
+        else
+            dd_buf_puts(&rp->sql, ",NULL,0,");
+        dd_replay_put_text(rp, left ? "wrong_shard: a claim in its route's shard would apply it "
+                                      "a second time; move its rows there"
+                                    : NULL);
         dd_buf_puts(&rp->sql, ")");
     }
     return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
@@ -408,6 +480,8 @@ int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
             ;
         rc = dd_replay_lookup_seen(rp, a, b, errstr, errstr_size);
         if (!rc) rc = dd_replay_lookup_rows(rp, a, b, errstr, errstr_size);
+        if (!rc && rp->conf->shard_cnt > 1)
+            rc = dd_replay_lookup_elsewhere(rp, a, b, errstr, errstr_size);
     }
     if (!rc && u > 0) rc = dd_replay_record_keys(rp, u, errstr, errstr_size);
     if (!rc) rc = dd_replay_record_events(rp, errstr, errstr_size);

@@ -15,10 +15,11 @@
 #include "dd_utf8.h"
 
 static const char *const dd_replay_status_names[DD_RS_CNT] = {
-    "none", "applied", "missing", "conflict", "failed", "processing", "pending", "bad"};
+    "none",       "applied", "missing",     "conflict", "failed",
+    "processing", "pending", "wrong_shard", "bad"};
 
 static const char *const dd_replay_apply_names[DD_RA_CNT] = {"none", "repaired", "already_applied",
-                                                             "failed"};
+                                                             "failed", "not_repaired"};
 static const char *const dd_replay_row_names[3] = {"processing", "applied", "failed"};
 
 /* One line of the report, from dd_replay_key / dd_replay_event (a verdict)
@@ -26,6 +27,7 @@ static const char *const dd_replay_row_names[3] = {"processing", "applied", "fai
 typedef struct {
     const char *route; /* its route's name, with routes; NULL without */
     const char *shard; /* the key's shard, with mysql.shards; NULL without or for a bad message */
+    const char *row_shard; /* wrong_shard: the shard holding its row */
     const char *status, *reason, *topic;
     const char *partition, *offset;
     const char *key; /* the business key, bytes */
@@ -95,6 +97,7 @@ static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int firs
         dd_replay_json_key(out, "kafka_key", e->kafka_key, e->kafka_key_len, 0);
     dd_replay_json_field(out, "hash", e->hash, 0);
     dd_replay_json_field(out, "stored_hash", e->stored_hash, 0);
+    dd_replay_json_field(out, "row_shard", e->row_shard, 1);
     dd_replay_json_field(out, "row_status", e->row_status, 0);
     dd_replay_json_field(out, "created_at", e->created_at, 0);
     dd_replay_json_field(out, "detail", e->detail, 0);
@@ -184,20 +187,21 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
     static const char cols[] = "status, reason, topic, kpartition, koffset, biz_key, "
                                "LOWER(HEX(msg_hash)), LOWER(HEX(stored_hash)), detail, kafka_key, "
                                "route, shard";
+    static const char key_cols[] = "row_shard, outcome, outcome_error";
     MYSQL_RES *res;
     MYSQL_ROW row;
     int n = 0;
 
     dd_buf_reset(&rp->sql);
     dd_buf_printf(&rp->sql,
-                  "SELECT %s, outcome, outcome_error FROM dd_replay_key WHERE status <> %d "
-                  "UNION ALL SELECT %s, 0, NULL FROM dd_replay_event ORDER BY 3, 4, 5",
-                  cols, DD_RS_APPLIED, cols);
-    /* columns: 0-9 cols, 10 route, 11 shard, 12 outcome, 13 outcome_error */
+                  "SELECT %s, %s FROM dd_replay_key WHERE status <> %d "
+                  "UNION ALL SELECT %s, NULL, 0, NULL FROM dd_replay_event ORDER BY 3, 4, 5",
+                  cols, key_cols, DD_RS_APPLIED, cols);
+    /* columns: 0-9 cols, 10 route, 11 shard, 12 row_shard, 13 outcome, 14 outcome_error */
     if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
-        int outcome = atoi(row[12]);
+        int outcome = atoi(row[13]);
         dd_replay_entry_t e = {
             .route = dd_replay_route_name(rp, row[10]),
             .shard = rp->conf->shard_cnt > 1 ? row[11] : NULL,
@@ -213,8 +217,9 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
             .detail = row[8],
             .kafka_key = row[9],
             .kafka_key_len = len[9],
-            .apply_error = row[13],
-            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[12]) : NULL,
+            .row_shard = row[12],
+            .apply_error = row[14],
+            .apply = outcome ? dd_replay_name(dd_replay_apply_names, DD_RA_CNT, row[13]) : NULL,
         };
         if (rp->args->csv)
             dd_replay_csv_entry(out, &e, rp->conf->has_routes, rp->conf->shard_cnt > 1);
@@ -226,22 +231,91 @@ static int dd_replay_write_entries(dd_replay_t *rp, FILE *out, char *errstr, siz
     return DD_OK;
 }
 
-/* --orphans of route r: its dedup rows whose first-seen position is in
- * the replayed range of its topics, but whose key never showed up in it.
- * The anti-join runs in the database against dd_replay_key (a full scan of
- * the dedup table: it has no index on topic/partition/offset). */
-static int dd_replay_route_orphans(dd_replay_t *rp, int r, char *errstr, size_t errstr_size)
+/* Streams the rows of rp->sql run in shard from into table in shard to,
+ * 500 rows per INSERT: replay's working set crossing between shards'
+ * sessions (the keys of the range to a shard's anti-join, its orphans
+ * back to shard 0). Binary columns go as hex, numbers as they are. */
+static int dd_replay_copy(dd_replay_t *rp, int from, int to, const char *table, char *errstr,
+                          size_t errstr_size)
+{
+    MYSQL *quote = dd_db_mysql(rp->sdb[to]);
+    MYSQL_RES *res = dd_replay_shard_query(rp, from, 1, errstr, errstr_size);
+    MYSQL_FIELD *f;
+    MYSQL_ROW row;
+    unsigned nf;
+    int rc = DD_OK, n = 0;
+
+    if (!res) return DD_ERR_FATAL;
+    f = mysql_fetch_fields(res);
+    nf = mysql_num_fields(res);
+    for (;;) {
+        row = rc ? NULL : mysql_fetch_row(res);
+        if (n > 0 && (!row || n == DD_REPLAY_BATCH)) {
+            rc = rp->sql.oom ? DD_ERR_NOMEM
+                             : dd_db_exec(rp->sdb[to], rp->sql.p, rp->sql.len, errstr, errstr_size);
+            n = 0;
+        }
+        if (!row) break;
+        if (rc) continue; /* dropped: mysql_free_result drains the rest */
+        unsigned long *len = mysql_fetch_lengths(res);
+        if (n == 0) {
+            dd_buf_reset(&rp->sql);
+            dd_buf_printf(&rp->sql, "INSERT INTO %s VALUES ", table);
+        }
+        dd_buf_puts(&rp->sql, n++ ? ",(" : "(");
+        for (unsigned i = 0; i < nf; i++) {
+            if (i) dd_buf_puts(&rp->sql, ",");
+            if (!row[i])
+                dd_buf_puts(&rp->sql, "NULL");
+            else if (IS_NUM(f[i].type))
+                dd_buf_printf(&rp->sql, "%.*s", (int)len[i], row[i]);
+            else if (f[i].charsetnr == 63 && f[i].type != MYSQL_TYPE_DATETIME &&
+                     f[i].type != MYSQL_TYPE_TIMESTAMP)
+                dd_db_hex(&rp->sql, row[i], len[i]);
+            else
+                dd_db_quote(&rp->sql, quote, row[i], len[i]);
+        }
+        dd_buf_puts(&rp->sql, ")");
+    }
+    if (!rc && mysql_errno(dd_db_mysql(rp->sdb[from]))) {
+        MYSQL *m = dd_db_mysql(rp->sdb[from]);
+        dd_errstr_set(errstr, errstr_size, "shard %d: %u: %s", from, mysql_errno(m),
+                      mysql_error(m));
+        rc = DD_ERR_FATAL;
+    }
+    if (rc == DD_ERR_NOMEM)
+        dd_errstr_set(errstr, errstr_size, "out of memory building a statement");
+    mysql_free_result(res);
+    return rc;
+}
+
+/* --orphans of route r in shard s: its dedup rows whose first-seen
+ * position is in the replayed range of its topics, but whose key never
+ * showed up in it. The anti-join runs in s (a full scan of the dedup
+ * table: it has no index on topic/partition/offset): in shard 0 against
+ * dd_replay_key, into dd_replay_orphan; in another shard against
+ * dd_replay_okey, the keys routed there (dd_replay_shard_keys), its rows
+ * then copied to dd_replay_orphan, where dd_replay_find_orphans drops
+ * those whose key the range routed to another shard. */
+static int dd_replay_route_orphans(dd_replay_t *rp, int r, int s, char *errstr, size_t errstr_size)
 {
     MYSQL *mysql = dd_db_mysql(rp->db);
     int any = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_printf(&rp->sql,
-                  "INSERT INTO dd_replay_orphan SELECT %d, d.biz_key, d.topic, d.kpartition, "
-                  "d.koffset, d.status, d.request_hash, d.created_at FROM `%s` d WHERE NOT "
-                  "EXISTS (SELECT 1 FROM dd_replay_key k WHERE k.route = %d AND k.biz_key = "
-                  "d.biz_key) AND (FALSE",
-                  r, rp->conf->routes[r].dedup.table, r);
+    if (s == 0)
+        dd_buf_printf(&rp->sql,
+                      "INSERT INTO dd_replay_orphan SELECT %d, 0, d.biz_key, d.topic, "
+                      "d.kpartition, d.koffset, d.status, d.request_hash, d.created_at FROM `%s` "
+                      "d WHERE NOT EXISTS (SELECT 1 FROM dd_replay_key k WHERE k.route = %d AND "
+                      "k.biz_key = d.biz_key) AND (FALSE",
+                      r, rp->conf->routes[r].dedup.table, r);
+    else
+        dd_buf_printf(&rp->sql,
+                      "SELECT %d, %d, d.biz_key, d.topic, d.kpartition, d.koffset, d.status, "
+                      "d.request_hash, d.created_at FROM `%s` d WHERE NOT EXISTS (SELECT 1 FROM "
+                      "dd_replay_okey k WHERE k.route = %d AND k.biz_key = d.biz_key) AND (FALSE",
+                      r, s, rp->conf->routes[r].dedup.table, r);
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
         if (pt->route != r || pt->start >= pt->end) continue;
@@ -253,15 +327,38 @@ static int dd_replay_route_orphans(dd_replay_t *rp, int r, char *errstr, size_t 
         any = 1;
     }
     dd_buf_puts(&rp->sql, ")");
-    return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
+    if (!any) return DD_OK;
+    if (s == 0) return dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size);
+    return dd_replay_copy(rp, s, 0, "dd_replay_orphan", errstr, errstr_size);
 }
 
-/* --orphans: every route's (dd_replay_route_orphans), into a temporary
- * table. */
+/* The keys of the range routed to shard s (s > 0), from dd_replay_key in
+ * shard 0's session into dd_replay_okey in s's, for its anti-join. */
+static int dd_replay_shard_keys(dd_replay_t *rp, int s, char *errstr, size_t errstr_size)
+{
+    static const char ddl[] = "CREATE TEMPORARY TABLE dd_replay_okey (route SMALLINT NOT NULL,"
+                              " biz_key VARBINARY(255) NOT NULL, PRIMARY KEY (route, biz_key))"
+                              " ENGINE=InnoDB";
+    int rc = dd_db_exec(rp->sdb[s], ddl, strlen(ddl), errstr, errstr_size);
+
+    if (rc) {
+        char msg[800];
+        snprintf(msg, sizeof(msg), "%.700s", errstr);
+        dd_errstr_set(errstr, errstr_size, "shard %d: %s", s, msg);
+        return rc;
+    }
+    dd_buf_reset(&rp->sql);
+    dd_buf_printf(&rp->sql, "SELECT route, biz_key FROM dd_replay_key WHERE shard = %d", s);
+    return dd_replay_copy(rp, 0, s, "dd_replay_okey", errstr, errstr_size);
+}
+
+/* --orphans: every shard's, every route's (dd_replay_route_orphans), into
+ * a temporary table in shard 0's session. An orphan's key is in no shard
+ * in the range, as without shards. */
 static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
     static const char ddl[] =
-        "CREATE TEMPORARY TABLE dd_replay_orphan (route SMALLINT NOT NULL,"
+        "CREATE TEMPORARY TABLE dd_replay_orphan (route SMALLINT NOT NULL, shard SMALLINT NOT NULL,"
         " biz_key VARBINARY(255) NOT NULL, topic VARCHAR(249) NOT NULL, kpartition INT NOT NULL,"
         " koffset BIGINT NOT NULL, status TINYINT NOT NULL, request_hash BINARY(32) NOT NULL,"
         " created_at DATETIME(6) NOT NULL) ENGINE=InnoDB";
@@ -269,8 +366,22 @@ static int dd_replay_find_orphans(dd_replay_t *rp, char *errstr, size_t errstr_s
     MYSQL_ROW row;
     int rc = dd_replay_exec(rp, ddl, strlen(ddl), errstr, errstr_size);
 
-    for (int r = 0; !rc && r < rp->conf->route_cnt; r++)
-        rc = dd_replay_route_orphans(rp, r, errstr, errstr_size);
+    for (int s = 0; !rc && s < rp->conf->shard_cnt; s++) {
+        if (s > 0) rc = dd_replay_shard_keys(rp, s, errstr, errstr_size);
+        for (int r = 0; !rc && r < rp->conf->route_cnt; r++)
+            rc = dd_replay_route_orphans(rp, r, s, errstr, errstr_size);
+    }
+    if (!rc && rp->conf->shard_cnt > 1) {
+        /* A row left in a shard its key's route does not name, the key in
+         * the range: not an orphan (without a row in its own shard, the
+         * key is wrong_shard). Rare: one statement. */
+        static const char drop[] =
+            "DELETE FROM dd_replay_orphan WHERE shard > 0 AND EXISTS (SELECT 1 FROM "
+            "dd_replay_key k WHERE k.route = dd_replay_orphan.route AND k.biz_key = "
+            "dd_replay_orphan.biz_key)";
+        dd_buf_reset(&rp->sql);
+        rc = dd_replay_exec(rp, drop, strlen(drop), errstr, errstr_size);
+    }
     if (rc) return rc;
     dd_buf_reset(&rp->sql);
     dd_buf_puts(&rp->sql, "SELECT COUNT(*) FROM dd_replay_orphan");
@@ -287,14 +398,16 @@ static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, siz
     int n = 0;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_puts(&rp->sql, "SELECT biz_key, topic, kpartition, koffset, status, "
-                          "LOWER(HEX(request_hash)), created_at, route FROM dd_replay_orphan "
-                          "ORDER BY topic, kpartition, koffset");
+    dd_buf_puts(&rp->sql,
+                "SELECT biz_key, topic, kpartition, koffset, status, "
+                "LOWER(HEX(request_hash)), created_at, route, shard FROM dd_replay_orphan "
+                "ORDER BY topic, kpartition, koffset");
     if (!(res = dd_replay_query(rp, 1, errstr, errstr_size))) return DD_ERR_FATAL;
     while ((row = mysql_fetch_row(res))) {
         unsigned long *len = mysql_fetch_lengths(res);
         dd_replay_entry_t e = {
             .route = dd_replay_route_name(rp, row[7]),
+            .shard = rp->conf->shard_cnt > 1 ? row[8] : NULL,
             .status = "orphan",
             .reason = "key_not_in_range",
             .key = row[0],
@@ -307,7 +420,7 @@ static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, siz
             .created_at = row[6],
         };
         if (rp->args->csv)
-            dd_replay_csv_entry(out, &e, rp->conf->has_routes, 0); /* no orphans with shards */
+            dd_replay_csv_entry(out, &e, rp->conf->has_routes, rp->conf->shard_cnt > 1);
         else
             dd_replay_json_entry(out, &e, n == 0);
         n++;
@@ -321,6 +434,7 @@ static int dd_replay_write_orphans(dd_replay_t *rp, FILE *out, char *errstr, siz
 typedef struct {
     const char *name;
     uint64_t value;
+    int sub; /* a line of the bad-message breakdown */
 } dd_replay_kv_t;
 
 static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
@@ -328,19 +442,20 @@ static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
     const dd_replay_sum_t *s = &rp->sum;
     size_t n = 0;
 
-    kv[n++] = (dd_replay_kv_t){"messages", s->messages};
-    kv[n++] = (dd_replay_kv_t){"keys", s->keys};
+    kv[n++] = (dd_replay_kv_t){"messages", s->messages, 0};
+    kv[n++] = (dd_replay_kv_t){"keys", s->keys, 0};
     for (int i = DD_RS_APPLIED; i < DD_RS_CNT; i++)
-        kv[n++] = (dd_replay_kv_t){dd_replay_status_names[i], s->status[i]};
+        if (i != DD_RS_WRONG_SHARD || rp->conf->shard_cnt > 1) /* only shards have it */
+            kv[n++] = (dd_replay_kv_t){dd_replay_status_names[i], s->status[i], 0};
     for (int i = DD_REASON_BAD_JSON; i <= DD_REASON_PAYLOAD_TOO_LARGE; i++)
-        kv[n++] = (dd_replay_kv_t){dd_reason2str((dd_reason_t)i), s->bad[i]};
-    kv[n++] = (dd_replay_kv_t){"copy_conflicts", s->copy_conflicts};
+        kv[n++] = (dd_replay_kv_t){dd_reason2str((dd_reason_t)i), s->bad[i], 1};
+    kv[n++] = (dd_replay_kv_t){"copy_conflicts", s->copy_conflicts, 0};
     if (rp->args->apply) {
-        kv[n++] = (dd_replay_kv_t){"repaired", s->apply[DD_RA_REPAIRED]};
-        kv[n++] = (dd_replay_kv_t){"already_applied", s->apply[DD_RA_ALREADY_APPLIED]};
-        kv[n++] = (dd_replay_kv_t){"apply_failed", s->apply[DD_RA_FAILED]};
+        kv[n++] = (dd_replay_kv_t){"repaired", s->apply[DD_RA_REPAIRED], 0};
+        kv[n++] = (dd_replay_kv_t){"already_applied", s->apply[DD_RA_ALREADY_APPLIED], 0};
+        kv[n++] = (dd_replay_kv_t){"apply_failed", s->apply[DD_RA_FAILED], 0};
     }
-    if (rp->args->orphans) kv[n++] = (dd_replay_kv_t){"orphans", s->orphans};
+    if (rp->args->orphans) kv[n++] = (dd_replay_kv_t){"orphans", s->orphans, 0};
     return n;
 }
 
@@ -456,7 +571,8 @@ uint64_t dd_replay_findings(const dd_replay_t *rp)
     uint64_t open = s->status[DD_RS_MISSING] + s->status[DD_RS_FAILED];
     uint64_t fixed = s->apply[DD_RA_REPAIRED] + s->apply[DD_RA_ALREADY_APPLIED];
 
-    return (open > fixed ? open - fixed : 0) + s->status[DD_RS_CONFLICT] + s->copy_conflicts;
+    return (open > fixed ? open - fixed : 0) + s->status[DD_RS_CONFLICT] + s->copy_conflicts +
+           s->status[DD_RS_WRONG_SHARD];
 }
 
 void dd_replay_print_summary(dd_replay_t *rp, int complete)
@@ -469,8 +585,7 @@ void dd_replay_print_summary(dd_replay_t *rp, int complete)
             rp->args->apply ? "apply" : "report only", complete ? "" : ", INTERRUPTED",
             rp->part_cnt, secs);
     for (size_t i = 0; i < n; i++) {
-        int sub =
-            i >= 2 + (DD_RS_CNT - 1) && i < 2 + (DD_RS_CNT - 1) + (DD_REASON_PAYLOAD_TOO_LARGE + 1);
+        int sub = kv[i].sub;
         if (sub && kv[i].value == 0)
             continue; /* bad-message breakdown: only the reasons that occurred */
         fprintf(stderr, "  %s%-*s %12llu\n", sub ? "  " : "", sub ? 16 : 18, kv[i].name,
