@@ -158,6 +158,70 @@ int dd_lane_reconnect(dd_lane_t *lane, char *errstr, size_t errstr_size)
     return rc;
 }
 
+/* ---- what a handler sees of a message ---- */
+
+/* How many Kafka headers rkm has (librdkafka parses them on first use). */
+size_t dd_lane_header_cnt(rd_kafka_message_t *rkm)
+{
+    rd_kafka_headers_t *hdrs;
+
+    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+    return rd_kafka_header_cnt(hdrs);
+}
+
+/* Room for n headers in lane->hdrs. */
+int dd_lane_headers_reserve(dd_lane_t *lane, size_t n, char *errstr, size_t errstr_size)
+{
+    dedupd_header *p;
+
+    if (n <= lane->hdr_cap) return DD_OK;
+    if (!(p = realloc(lane->hdrs, n * sizeof(*p)))) {
+        dd_errstr_set(errstr, errstr_size, "out of memory for %zu message headers", n);
+        return DD_ERR_NOMEM;
+    }
+    lane->hdrs = p;
+    lane->hdr_cap = n;
+    return DD_OK;
+}
+
+/* What the handler sees of an item. Its headers go to lane->hdrs[*at..],
+ * reserved by the caller, pointing into librdkafka's copy (no bytes are
+ * copied); *at moves past them. */
+void dd_lane_msg_fill(dd_lane_t *lane, const dd_item_t *item, size_t *at, dedupd_msg *msg)
+{
+    rd_kafka_message_t *rkm = item->rkm;
+    rd_kafka_headers_t *hdrs;
+    size_t n = 0;
+
+    *msg = (dedupd_msg){
+        .topic = rd_kafka_topic_name(rkm->rkt),
+        .partition = rkm->partition,
+        .offset = rkm->offset,
+        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
+        .key = rkm->key,
+        .key_len = rkm->key_len,
+        .payload = rkm->payload,
+        .payload_len = rkm->len,
+        .json = item->json,
+        .biz_key = item->key,
+        .fence = item->fence,
+        .shard = item->shard,
+    };
+    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    for (size_t i = 0; *at + n < lane->hdr_cap; i++) {
+        dedupd_header *hd = &lane->hdrs[*at + n];
+        const void *value;
+        if (rd_kafka_header_get_all(hdrs, i, &hd->name, &value, &hd->value_len) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR)
+            break;
+        hd->value = value;
+        n++;
+    }
+    msg->headers = n ? &lane->hdrs[*at] : NULL;
+    msg->header_cnt = n;
+    *at += n;
+}
+
 /* Retriable database error: roll back (done), reconnect when the
  * connection is gone, back off. Returns 0 to replay, or a fatal class. */
 static int dd_lane_recover(dd_lane_t *lane, int attempt, const char *why)
@@ -237,10 +301,6 @@ static void dd_lane_process(dd_lane_t *lane, dd_item_t **items, size_t n)
         }
         items[i]->hashed = 1;
     }
-    if (dd_lane_shard_check(lane, items, &n) != DD_OK) {
-        dd_lane_requeue(lane, items, n);
-        return;
-    }
     while (start < n && !atomic_load(&group->stop_hard) && !atomic_load(&group->fatal)) {
         size_t limit = n - start;
         long retry_at = -1;
@@ -312,16 +372,15 @@ static void *dd_lane_main(void *arg)
     while (!atomic_load(&lane->group->fatal) && !atomic_load(&lane->group->stop_hard)) {
         n = dd_lane_collect(lane);
         if (n == 0 && !lane->parked) break;
+        /* Before any claim, in local or external mode: a key with a row in
+         * another shard is dead-lettered here (it fails only on a stop). */
+        if (dd_lane_shard_check(lane, lane->batch, &n) != DD_OK) {
+            dd_lane_requeue(lane, lane->batch, n);
+            continue;
+        }
         x = lane->group->lease ? dd_lane_split(lane, lane->batch, n) : 0;
         if (n > x) dd_lane_process(lane, lane->batch, n - x);
-        if (lane->group->lease) {
-            /* the external routes' keys are checked as the local ones are */
-            if (x && dd_lane_shard_check(lane, lane->xbatch, &x) != DD_OK) {
-                dd_lane_requeue(lane, lane->xbatch, x);
-                x = 0;
-            }
-            dd_lane_ext_process(lane, lane->xbatch, x);
-        }
+        if (lane->group->lease) dd_lane_ext_process(lane, lane->xbatch, x);
         dd_lane_set_state(lane, DD_LANE_IDLE);
     }
     dd_lane_ext_unpark(lane);

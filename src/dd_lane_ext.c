@@ -132,25 +132,19 @@ static void dd_lane_ext_dlq(dd_item_t *item, dd_reason_t reason, const char *fmt
     snprintf(item->error, sizeof(item->error), fmt, arg);
 }
 
-/* What the handler sees of the message. */
-static void dd_lane_ext_msg(const dd_item_t *item, dedupd_msg *msg)
+/* What the handler sees of item (dd_lane_msg_fill); DD_EXT_FATAL, the
+ * lane failed, when out of memory for its headers. */
+static int dd_lane_ext_msg(dd_lane_t *lane, const dd_item_t *item, dedupd_msg *msg)
 {
-    const rd_kafka_message_t *rkm = item->rkm;
+    char err[128];
+    size_t at = 0;
 
-    *msg = (dedupd_msg){
-        .topic = rd_kafka_topic_name(rkm->rkt),
-        .partition = rkm->partition,
-        .offset = rkm->offset,
-        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
-        .key = rkm->key,
-        .key_len = rkm->key_len,
-        .payload = rkm->payload,
-        .payload_len = rkm->len,
-        .json = item->json,
-        .biz_key = item->key,
-        .fence = item->fence,
-        .shard = item->shard,
-    };
+    if (dd_lane_headers_reserve(lane, dd_lane_header_cnt(item->rkm), err, sizeof(err)) != DD_OK) {
+        dd_lanes_set_fatal(lane->group, lane->idx, err);
+        return DD_EXT_FATAL;
+    }
+    dd_lane_msg_fill(lane, item, &at, msg);
+    return DD_EXT_NEXT;
 }
 
 /* The effect happened (act() or reconcile() said so): keep the response
@@ -297,7 +291,7 @@ static int dd_lane_ext_act(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
 
     if (!dd_lane_ext_held(lane, item))
         return dd_lane_ext_lost(lane, item, "before calling act()", d);
-    dd_lane_ext_msg(item, &msg);
+    if (dd_lane_ext_msg(lane, item, &msg) != DD_EXT_NEXT) return DD_EXT_FATAL;
     st = dd_handler_act(dd_lane_ext_route(lane, item)->h, &msg, &res);
     if (st == DEDUPD_OK) {
         dd_lane_ext_applied(item, res.response, res.error);
@@ -378,7 +372,7 @@ static int dd_lane_ext_finish(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
         dedupd_result res = {.response = item->response};
         dedupd_msg msg;
 
-        dd_lane_ext_msg(item, &msg);
+        if (dd_lane_ext_msg(lane, item, &msg) != DD_EXT_NEXT) return DD_EXT_FATAL;
         rc = dd_external_finish_txn(lane->db, dd_lane_ext_opts(lane, item), h, &msg, &res, &held,
                                     &st, &lane->sql, err, sizeof(err));
         item->response = res.response;

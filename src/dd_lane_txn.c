@@ -136,67 +136,6 @@ static int dd_lane_judge_copy(dd_lane_t *lane, dd_item_t *item, int first, dd_st
     return DD_OK;
 }
 
-/* How many Kafka headers rkm has (librdkafka parses them on first use). */
-static size_t dd_lane_header_cnt(rd_kafka_message_t *rkm)
-{
-    rd_kafka_headers_t *hdrs;
-
-    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
-    return rd_kafka_header_cnt(hdrs);
-}
-
-/* Room for n headers in lane->hdrs. */
-static int dd_lane_headers_reserve(dd_lane_t *lane, size_t n, char *errstr, size_t errstr_size)
-{
-    dedupd_header *p;
-
-    if (n <= lane->hdr_cap) return DD_OK;
-    if (!(p = realloc(lane->hdrs, n * sizeof(*p)))) {
-        dd_errstr_set(errstr, errstr_size, "out of memory for %zu message headers", n);
-        return DD_ERR_NOMEM;
-    }
-    lane->hdrs = p;
-    lane->hdr_cap = n;
-    return DD_OK;
-}
-
-/* What the handler sees of an item. Its headers go to lane->hdrs[*at..],
- * reserved by the caller, pointing into librdkafka's copy (no bytes are
- * copied); *at moves past them. */
-static void dd_lane_msg_fill(dd_lane_t *lane, const dd_item_t *item, size_t *at, dedupd_msg *msg)
-{
-    rd_kafka_message_t *rkm = item->rkm;
-    rd_kafka_headers_t *hdrs;
-    size_t n = 0;
-
-    *msg = (dedupd_msg){
-        .topic = item->claim->topic,
-        .partition = rkm->partition,
-        .offset = rkm->offset,
-        .timestamp_ms = rd_kafka_message_timestamp(rkm, NULL),
-        .key = rkm->key,
-        .key_len = rkm->key_len,
-        .payload = rkm->payload,
-        .payload_len = rkm->len,
-        .json = item->json,
-        .biz_key = item->key,
-        .shard = item->shard,
-    };
-    if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-    for (size_t i = 0; *at + n < lane->hdr_cap; i++) {
-        dedupd_header *hd = &lane->hdrs[*at + n];
-        const void *value;
-        if (rd_kafka_header_get_all(hdrs, i, &hd->name, &value, &hd->value_len) !=
-            RD_KAFKA_RESP_ERR_NO_ERROR)
-            break;
-        hd->value = value;
-        n++;
-    }
-    msg->headers = n ? &lane->hdrs[*at] : NULL;
-    msg->header_cnt = n;
-    *at += n;
-}
-
 /* The handler applied item: keep its response (taken over) for the outcome
  * row. A response that is not UTF-8 cannot go into a utf8mb4 column. */
 static void dd_lane_applied(dd_item_t *item, char *response, dd_stats_t *d)

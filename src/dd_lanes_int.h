@@ -149,6 +149,15 @@ void dd_lane_set_state(dd_lane_t *lane, dd_lane_state_t state);
  * handler gets its state for the new one (conn_init). Returns 0 or a
  * dd_err_t class with errstr. */
 int dd_lane_reconnect(dd_lane_t *lane, char *errstr, size_t errstr_size);
+/* The Kafka headers of a message (librdkafka parses them on first use),
+ * room for n of them in lane->hdrs, and the dedupd_msg a handler sees of
+ * item: its headers go to lane->hdrs[*at..], reserved by the caller and
+ * pointing into librdkafka's copy; *at moves past them. Both executors of
+ * the lane, the batch transaction and external mode's steps, build their
+ * messages here. */
+size_t dd_lane_header_cnt(rd_kafka_message_t *rkm);
+int dd_lane_headers_reserve(dd_lane_t *lane, size_t n, char *errstr, size_t errstr_size);
+void dd_lane_msg_fill(dd_lane_t *lane, const dd_item_t *item, size_t *at, dedupd_msg *msg);
 /* Backoff before attempt number `attempt` (retry.*, with jitter). */
 int64_t dd_lane_backoff_ms(dd_lane_t *lane, int attempt);
 /* Puts items[0..n) back at the head of the lane's queue, in order. */
