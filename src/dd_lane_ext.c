@@ -89,6 +89,19 @@ static int dd_lane_ext_held(dd_lane_t *lane, const dd_item_t *item)
     return dd_lease_held(lane->group->lease, item->hold);
 }
 
+/* A claim lost, to a takeover or for want of renewal: what was done under
+ * it is dropped and the message goes back to its claim. */
+static int dd_lane_ext_reclaim(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
+{
+    d->route[item->route].ext_stale++;
+    dd_lane_ext_drop_claim(lane, item);
+    free(item->response);
+    item->response = NULL;
+    item->outcome = DD_OUT_NONE;
+    item->ext_step = DD_STEP_CLAIM;
+    return DD_EXT_NEXT;
+}
+
 /* The claim was lost before `when`: the handler is not called for it any
  * more, and nothing is finished. The message goes back to its claim, which
  * finds what the newer owner did (applied: a duplicate; still processing:
@@ -99,13 +112,7 @@ static int dd_lane_ext_lost(dd_lane_t *lane, dd_item_t *item, const char *when, 
                     "Lost the claim of this key (token %lld) %s: %s. Not going on with it; "
                     "the key is claimed again.",
                     (long long)item->fence, when, dd_lease_why(lane->group->lease, item->hold));
-    d->route[item->route].ext_stale++;
-    dd_lane_ext_drop_claim(lane, item);
-    free(item->response);
-    item->response = NULL;
-    item->outcome = DD_OUT_NONE;
-    item->ext_step = DD_STEP_CLAIM;
-    return DD_EXT_NEXT;
+    return dd_lane_ext_reclaim(lane, item, d);
 }
 
 /* A database error during a step: retriable ones park the message (the
@@ -328,13 +335,7 @@ static int dd_lane_ext_stale(dd_lane_t *lane, dd_item_t *item, dd_stats_t *d)
                     "before its finish; the row carries token %lld (status %d, owner %s), "
                     "whose result stands.",
                     (long long)item->fence, (long long)fence, status, owner);
-    d->route[item->route].ext_stale++;
-    dd_lane_ext_drop_claim(lane, item);
-    free(item->response);
-    item->response = NULL;
-    item->outcome = DD_OUT_NONE;
-    item->ext_step = DD_STEP_CLAIM;
-    return DD_EXT_NEXT;
+    return dd_lane_ext_reclaim(lane, item, d);
 }
 
 /* finish() answered RETRY or REJECT after the effect happened. */

@@ -12,6 +12,7 @@
 #include "dd_canon.h"
 #include "dd_common.h"
 #include "dd_json.h"
+#include "check_run.h"
 
 static dd_json_doc_t *doc;
 
@@ -322,11 +323,5 @@ static Suite *canon_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(canon_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(canon_suite());
 }

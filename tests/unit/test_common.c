@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "dd_common.h"
+#include "check_run.h"
 
 START_TEST(test_fault_forms)
 {
@@ -33,14 +34,8 @@ int main(void)
 {
     Suite *s = suite_create("common");
     TCase *tc = tcase_create("faults");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_fault_forms);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

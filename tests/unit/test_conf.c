@@ -16,6 +16,7 @@
 #include "dd_log.h"
 #include "dd_offsets.h"
 #include "dd_source.h"
+#include "check_run.h"
 
 /* The smallest valid file: four lines, required settings only. */
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
@@ -904,11 +905,5 @@ static Suite *conf_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(conf_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(conf_suite());
 }

@@ -14,6 +14,7 @@
 
 #include "dd_common.h"
 #include "dd_conf.h"
+#include "check_run.h"
 
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; };\n"
 #define M_LINE "mysql = { database = \"db\"; };\n"
@@ -358,8 +359,6 @@ int main(void)
 {
     Suite *s = suite_create("conf_routes");
     TCase *tc = tcase_create("routes");
-    SRunner *sr;
-    int failed;
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_default_route);
@@ -370,9 +369,5 @@ int main(void)
     tcase_add_test(tc, test_too_many_routes);
     tcase_add_test(tc, test_routes_example);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

@@ -15,6 +15,7 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_shard.h"
+#include "check_run.h"
 
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
 #define D_LINE "dedup = { key = \"k:${m}:${id}\"; };\nhandler = { path = \"h.so\"; };\n"
@@ -288,8 +289,6 @@ int main(void)
 {
     Suite *s = suite_create("conf_shards");
     TCase *tc = tcase_create("shards");
-    SRunner *sr;
-    int failed;
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_one_shard);
@@ -300,9 +299,5 @@ int main(void)
     tcase_add_test(tc, test_route_map);
     tcase_add_test(tc, test_route_shard_settings);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

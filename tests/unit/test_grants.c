@@ -12,6 +12,7 @@
 
 #include "dd_common.h"
 #include "dd_grants.h"
+#include "check_run.h"
 
 static char *read_all(const char *path)
 {
@@ -144,11 +145,5 @@ static Suite *grants_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(grants_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(grants_suite());
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dd_handler.h"
+#include "check_run.h"
 
 static char path_buf[4096];
 
@@ -480,11 +481,5 @@ static Suite *handler_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(handler_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(handler_suite());
 }

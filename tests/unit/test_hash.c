@@ -14,6 +14,7 @@
 #include "dd_common.h"
 #include "dd_hash.h"
 #include "dd_json.h"
+#include "check_run.h"
 
 static dd_json_doc_t *doc;
 
@@ -341,11 +342,5 @@ static Suite *hash_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(hash_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(hash_suite());
 }

@@ -12,6 +12,7 @@
 #include "dd_common.h"
 #include "dd_json.h"
 #include "dd_utf8.h"
+#include "check_run.h"
 
 static dd_json_doc_t *doc;
 
@@ -442,11 +443,5 @@ static Suite *json_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(json_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(json_suite());
 }

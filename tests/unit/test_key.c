@@ -11,6 +11,7 @@
 #include "dd_common.h"
 #include "dd_json.h"
 #include "dd_key.h"
+#include "check_run.h"
 
 static dd_json_doc_t *doc;
 
@@ -448,11 +449,5 @@ static Suite *key_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(key_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(key_suite());
 }

@@ -14,6 +14,7 @@
 #include "dd_conf.h"
 #include "dd_external.h"
 #include "dd_lease.h"
+#include "check_run.h"
 
 static char errstr[1024];
 
@@ -94,15 +95,9 @@ int main(void)
 {
     Suite *s = suite_create("lease");
     TCase *tc = tcase_create("lease");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_held_for_one_lease_without_renewal);
     tcase_add_test(tc, test_destroy_unstarted);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

@@ -18,6 +18,7 @@
 #include "dd_conf.h"
 #include "dd_handler.h"
 #include "dd_lanes.h"
+#include "check_run.h"
 
 static char errstr[1024];
 
@@ -93,14 +94,8 @@ int main(void)
 {
     Suite *s = suite_create("link_lanes");
     TCase *tc = tcase_create("lanes");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_lanes_new_start_stop_destroy);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

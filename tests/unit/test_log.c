@@ -13,6 +13,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "dd_log.h"
+#include "check_run.h"
 
 static char out_path[] = "/tmp/dd-test-log-XXXXXX";
 
@@ -135,17 +136,11 @@ int main(void)
 {
     Suite *s = suite_create("log");
     TCase *tc = tcase_create("log");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_fields_logfmt);
     tcase_add_test(tc, test_fields_json);
     tcase_add_test(tc, test_limit);
     tcase_add_test(tc, test_rdkafka_levels);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(s);
 }

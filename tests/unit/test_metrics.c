@@ -14,6 +14,7 @@
 #include <mysql.h>
 
 #include "dd_metrics.h"
+#include "check_run.h"
 
 /* The value of the sample whose name and labels are exactly `series`, as
  * text, or NULL. */
@@ -403,8 +404,6 @@ int main(void)
 {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("render");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_counters_exact);
     tcase_add_test(tc, test_external_metrics);
@@ -417,9 +416,5 @@ int main(void)
     tcase_add_test(tc, test_process_read);
     tcase_add_test(tc, test_build_info);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "dd_offsets.h"
+#include "check_run.h"
 
 START_TEST(test_watermark_out_of_order)
 {
@@ -87,16 +88,10 @@ int main(void)
 {
     Suite *s = suite_create("offsets");
     TCase *tc = tcase_create("watermark");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_watermark_out_of_order);
     tcase_add_test(tc, test_watermark_gaps_and_growth);
     tcase_add_test(tc, test_epoch_and_at_end);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(s);
 }

@@ -13,6 +13,7 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_parse.h"
+#include "check_run.h"
 
 static dd_conf_t conf;
 static dd_key_tmpl_t *tmpl;
@@ -229,11 +230,5 @@ static Suite *dd_parse_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(dd_parse_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(dd_parse_suite());
 }

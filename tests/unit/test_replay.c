@@ -8,6 +8,7 @@
 
 #include "dd_common.h"
 #include "dd_replay.h"
+#include "check_run.h"
 
 #define NOW 1795946400000LL /* 2026-11-29T10:00:00Z */
 
@@ -174,11 +175,5 @@ static Suite *dd_replay_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(dd_replay_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(dd_replay_suite());
 }

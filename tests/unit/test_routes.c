@@ -14,6 +14,7 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_routes.h"
+#include "check_run.h"
 
 static char confpath[PATH_MAX + 32];
 static char errstr[2048];
@@ -129,16 +130,10 @@ int main(void)
 {
     Suite *s = suite_create("routes");
     TCase *tc = tcase_create("routes");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_routes_compiled);
     tcase_add_test(tc, test_handlers_per_route);
     tcase_add_test(tc, test_handler_failure_named);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

@@ -13,6 +13,7 @@
 
 #include "dd_common.h"
 #include "dd_shard.h"
+#include "check_run.h"
 
 static char mappath[PATH_MAX];
 static char errstr[PATH_MAX + 512];
@@ -187,8 +188,6 @@ int main(void)
 {
     Suite *s = suite_create("shard");
     TCase *tc = tcase_create("shard");
-    SRunner *sr;
-    int failed;
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_hash_vectors);
@@ -198,9 +197,5 @@ int main(void)
     tcase_add_test(tc, test_missing_map);
     tcase_add_test(tc, test_by_names);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

@@ -9,6 +9,7 @@
 
 #include "dd_buf.h"
 #include "dd_text.h"
+#include "check_run.h"
 
 START_TEST(test_hex)
 {
@@ -102,8 +103,6 @@ int main(void)
 {
     Suite *s = suite_create("text");
     TCase *tc = tcase_create("text");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, test_hex);
     tcase_add_test(tc, test_json_escapes);
@@ -111,9 +110,5 @@ int main(void)
     tcase_add_test(tc, test_cmp);
     tcase_add_test(tc, test_buf);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return dd_check_run(s);
 }

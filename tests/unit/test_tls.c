@@ -14,6 +14,7 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "dd_tls.h"
+#include "check_run.h"
 
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
 #define D_LINE "dedup = { key = \"k:${id}\"; };\n"
@@ -248,11 +249,5 @@ static Suite *tls_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(tls_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return dd_check_run(tls_suite());
 }
