@@ -17,6 +17,7 @@
 #include "dd_offsets.h"
 #include "dd_source.h"
 #include "check_run.h"
+#include "conf_fixture.h"
 
 /* The smallest valid file: four lines, required settings only. */
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
@@ -25,20 +26,9 @@
 #define H_LINE "handler = { path = \"h.so\"; };\n"
 #define MIN K_LINE M_LINE D_LINE H_LINE
 
-static char tmpdir[PATH_MAX];
-static char confpath[PATH_MAX + 32];
-static char errstr[1024];
-
 static void setup(void)
 {
-    char made[PATH_MAX];
-
-    snprintf(made, sizeof(made), "/tmp/dd_test_conf.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(made));
-    /* the loader stores the resolved directory; compare against the same */
-    ck_assert_ptr_nonnull(realpath(made, tmpdir));
-    snprintf(confpath, sizeof(confpath), "%s/dedupd.conf", tmpdir);
-    errstr[0] = '\0';
+    conf_fixture_setup("conf");
 }
 
 extern char **environ;
@@ -60,42 +50,8 @@ static void unset_test_env(void)
 
 static void teardown(void)
 {
-    char cmd[PATH_MAX + 16];
-
     unset_test_env();
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "w");
-
-    ck_assert_ptr_nonnull(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-/* Writes text as the config file and loads it. */
-static dd_conf_t *load(const char *text, int *errp)
-{
-    dd_conf_t *conf = (dd_conf_t *)1;
-    int err;
-
-    write_file(confpath, text);
-    err = dd_conf_load(&conf, confpath, errstr, sizeof(errstr));
-    if (errp) *errp = err;
-    if (err) ck_assert_ptr_null(conf);
-    return conf;
-}
-
-static dd_conf_t *load_ok(const char *text)
-{
-    int err;
-    dd_conf_t *conf = load(text, &err);
-
-    ck_assert_msg(err == 0, "load failed: %s", errstr);
-    return conf;
+    conf_fixture_teardown();
 }
 
 /* Loads text, expects failure with exactly fmt (its %s is the file path). */

@@ -15,6 +15,7 @@
 #include "dd_common.h"
 #include "dd_conf.h"
 #include "check_run.h"
+#include "conf_fixture.h"
 
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; };\n"
 #define M_LINE "mysql = { database = \"db\"; };\n"
@@ -24,46 +25,14 @@
     "  { name = \"" name "\"; topics = [" topics "]; key = \"k:${id}\"; table = \"" table          \
     "\"; handler = { path = \"h.so\"; }; " extra "}"
 
-static char tmpdir[PATH_MAX];
-static char confpath[PATH_MAX + 32];
-static char errstr[PATH_MAX + 2048];
-
 static void setup(void)
 {
-    char made[PATH_MAX];
-
-    snprintf(made, sizeof(made), "/tmp/dd_test_conf_routes.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(made));
-    ck_assert_ptr_nonnull(realpath(made, tmpdir));
-    snprintf(confpath, sizeof(confpath), "%s/dedupd.conf", tmpdir);
-    errstr[0] = '\0';
+    conf_fixture_setup("conf_routes");
 }
 
 static void teardown(void)
 {
-    unlink(confpath);
-    rmdir(tmpdir);
-}
-
-static dd_conf_t *load(const char *text, int *errp)
-{
-    dd_conf_t *conf = NULL;
-    FILE *fp = fopen(confpath, "w");
-
-    ck_assert_ptr_nonnull(fp);
-    fputs(text, fp);
-    fclose(fp);
-    *errp = dd_conf_load(&conf, confpath, errstr, sizeof(errstr));
-    return conf;
-}
-
-static dd_conf_t *load_ok(const char *text)
-{
-    int err;
-    dd_conf_t *conf = load(text, &err);
-
-    ck_assert_msg(err == 0, "load failed: %s", errstr);
-    return conf;
+    conf_fixture_teardown();
 }
 
 /* Loads text, expects failure with exactly want (every %s: the path). */

@@ -16,59 +16,22 @@
 #include "dd_conf.h"
 #include "dd_shard.h"
 #include "check_run.h"
+#include "conf_fixture.h"
 
 #define K_LINE "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
 #define D_LINE "dedup = { key = \"k:${m}:${id}\"; };\nhandler = { path = \"h.so\"; };\n"
 
-static char tmpdir[PATH_MAX];
-static char confpath[PATH_MAX + 32];
 static char mappath[PATH_MAX + 32];
-static char errstr[PATH_MAX + 2048];
 
 static void setup(void)
 {
-    char made[PATH_MAX];
-
-    snprintf(made, sizeof(made), "/tmp/dd_test_conf_shards.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(made));
-    ck_assert_ptr_nonnull(realpath(made, tmpdir));
-    snprintf(confpath, sizeof(confpath), "%s/dedupd.conf", tmpdir);
+    conf_fixture_setup("conf_shards");
     snprintf(mappath, sizeof(mappath), "%s/shards.map", tmpdir);
-    errstr[0] = '\0';
 }
 
 static void teardown(void)
 {
-    unlink(confpath);
-    unlink(mappath);
-    rmdir(tmpdir);
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "w");
-
-    ck_assert_ptr_nonnull(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-static dd_conf_t *load(const char *text, int *errp)
-{
-    dd_conf_t *conf = NULL;
-
-    write_file(confpath, text);
-    *errp = dd_conf_load(&conf, confpath, errstr, sizeof(errstr));
-    return conf;
-}
-
-static dd_conf_t *load_ok(const char *text)
-{
-    int err;
-    dd_conf_t *conf = load(text, &err);
-
-    ck_assert_msg(err == 0, "load failed: %s", errstr);
-    return conf;
+    conf_fixture_teardown();
 }
 
 /* Without mysql.shards, the mysql group is shard 0. */
