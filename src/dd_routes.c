@@ -12,6 +12,7 @@
 #include "dd_stats.h"
 
 _Static_assert(DD_CONF_ROUTE_MAX <= DD_STATS_ROUTE_MAX, "every route needs its counters");
+_Static_assert(DD_CONF_SHARD_MAX <= DD_STATS_SHARD_MAX, "every shard needs its counters");
 
 /* "route NAME: " before a message, when the configuration has routes (a
  * configuration without them says what it always said). */
