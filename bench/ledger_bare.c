@@ -14,7 +14,7 @@
  * lengths, amount in whole cents, currency and status codes; not its UTF-8
  * scan of the identifiers, which are ASCII in the bench's stream). Per N
  * messages (-n, default 1,000, dedupd's batch.max_messages), one transaction
- * with the handler's bulk path (src/handlers/ledger.c, ledger_batch_bulk),
+ * with the handler's bulk path (examples/ledger/ledger.c, ledger_batch_bulk),
  * the same statements on the same tables:
  *  - the ledger entries, in message order, as the handler's prepared
  *    INSERT ... RETURNING id, biz_key executed for arrays of 1,000 rows, the

@@ -9,7 +9,7 @@ feeds `ddtk produce` (one line per message: PARTITION<TAB>KEY<TAB>PAYLOAD,
 key "-" = null, payload "hex:..." = bytes). With --expect, a JSON summary of
 what a correct run must leave behind is written too.
 
-Payload of a good message (about 250 bytes), as src/handlers/ledger.c wants:
+Payload of a good message (about 250 bytes), as examples/ledger/ledger.c wants:
   {"merchant_id": "m007", "order_no": "P00001234", "amount": 12.34,
    "currency": "CNY", "status": "PAID", "ts": "...", "channel": "alipay",
    "payer": {"id": "u123456", "name": "...", "bank": "ICBC"}, "txn_id": "..."}
@@ -66,6 +66,9 @@ def parse_args():
                    help='add good edge-case keys: 64-byte and non-ASCII order_no')
     p.add_argument('--first-key', type=int, default=0,
                    help='number of the first order (P<number>), for streams of new keys')
+    p.add_argument('--order-shape', choices=('seq', 'uuid'), default='seq',
+                   help='order numbers: seq, P<number> rising with time (keys in time order);'
+                   ' uuid, a random UUID each (keys in no order)')
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--expect', metavar='FILE', help='write the expected outcome as JSON')
     a = p.parse_args()
@@ -155,6 +158,13 @@ class Gen:
             text = text.replace(AMT_JSON, self.amount_text(cents, variant))
         return text
 
+    def order_no(self, number):
+        """P<number>, or with --order-shape uuid a random version-4 UUID."""
+        if self.a.order_shape == 'seq':
+            return 'P%08d' % number
+        h = '%032x' % self.rnd.getrandbits(128)
+        return '%s-%s-4%s-a%s-%s' % (h[:8], h[8:12], h[13:16], h[17:20], h[20:])
+
     def kafka_key(self):
         """Gateways set arbitrary Kafka keys; dedupd must never use them."""
         self.serial += 1
@@ -237,7 +247,7 @@ class Gen:
         conflict_keys, rejected_keys = [], []
         specs = []
         for i in range(a.keys):
-            specs.append((merchants[i % a.merchants], 'P%08d' % (a.first_key + i),
+            specs.append((merchants[i % a.merchants], self.order_no(a.first_key + i),
                           1 + self.below(99999)))
         if a.edge:
             m = merchants[0]

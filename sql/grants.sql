@@ -17,7 +17,13 @@ GRANT CREATE, ALTER, INDEX, SELECT, INSERT, UPDATE ON `payments`.* TO 'dedupd_mi
 GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedup_record` TO 'dedupd'@'%';
 GRANT SELECT ON `payments`.`dedupd_schema` TO 'dedupd'@'%';
 GRANT SELECT ON `payments`.`dedupd_shard_layout` TO 'dedupd'@'%';
+GRANT SELECT, INSERT, UPDATE ON `payments`.`dedupd_position` TO 'dedupd'@'%';
 GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';
+
+-- [outbox] with outbox.enabled: handlers' events (host->emit) and the
+-- relay that publishes and then deletes them (or parks those Kafka refuses
+-- for good). In every database shard.
+GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedupd_outbox` TO 'dedupd'@'%';
 
 -- [ledger] the example handler (examples/ledger/): what its statements
 -- read and write. Another handler documents its own.

@@ -17,6 +17,7 @@
 #include "dd_cmd.h"
 #include "dd_common.h"
 #include "dd_conf.h"
+#include "dd_enums_doc.h"
 #include "dd_handler.h"
 #include "dd_log.h"
 
@@ -26,8 +27,9 @@
 
 /* The commands, in the order `dedupd help` lists them. */
 static const dd_cmd_t *const dd_main_cmds[] = {
-    &dd_cmd_run,       &dd_cmd_migrate, &dd_cmd_check, &dd_cmd_replay,       &dd_cmd_purge,
-    &dd_cmd_reconcile, &dd_cmd_stats,   &dd_cmd_mock,  &dd_cmd_handler_test,
+    &dd_cmd_run,     &dd_cmd_migrate,      &dd_cmd_check,     &dd_cmd_replay,
+    &dd_cmd_redrive, &dd_cmd_purge,        &dd_cmd_reconcile, &dd_cmd_stats,
+    &dd_cmd_mock,    &dd_cmd_handler_test, &dd_cmd_relay,
 };
 
 static void dd_main_usage(FILE *out)
@@ -55,6 +57,8 @@ static void dd_main_usage(FILE *out)
           "  -h, --help          this text; after a command, that command's options\n"
           "  --help-config       every setting (--help-config=markdown or =man: the\n"
           "                      reference for docs/CONFIG.md or dedupd.conf(5))\n"
+          "  --help-metrics      every metric (=markdown: the table of docs/SIDECAR.md)\n"
+          "  --help-reasons      every dead-letter reason (=markdown: docs/OPERATIONS.md)\n"
           "  -V, --version       print the version\n"
           "\n"
           "Exit status:\n"
@@ -114,15 +118,6 @@ static int dd_main_take_config(const dd_cmd_t *cmd, int *argc, char **argv, cons
     return DD_EXIT_OK;
 }
 
-/* A command without options of its own takes no arguments. */
-static int dd_main_no_args(const dd_cmd_t *cmd, int argc, char **argv)
-{
-    if (argc <= 1) return DD_EXIT_OK;
-    fprintf(stderr, "dedupd %s: unexpected argument '%s' (see dedupd %s --help)\n", cmd->name,
-            argv[1], cmd->name);
-    return DD_EXIT_USAGE;
-}
-
 static int dd_main_load(const dd_cmd_t *cmd, const char *path, dd_conf_t **confp)
 {
     char err[1024];
@@ -143,13 +138,15 @@ static int dd_main_load(const dd_cmd_t *cmd, const char *path, dd_conf_t **confp
 /* argv[0] is the command's name. */
 static int dd_main_dispatch(const dd_cmd_t *cmd, int argc, char **argv)
 {
+    dd_handler_t *hs[DD_CONF_ROUTE_MAX] = {0};
+    dd_cmd_ctx_t ctx = {.only = -1};
     const char *path = NULL;
     dd_conf_t *conf = NULL;
     void *opts;
     int rc = DD_EXIT_OK;
 
     if (dd_main_wants_help(argc, argv)) {
-        fputs(cmd->help, stdout);
+        dd_cmd_opts_help(cmd, stdout);
         return DD_EXIT_OK;
     }
     if (cmd->flags & DD_CMD_CONFIG) rc = dd_main_take_config(cmd, &argc, argv, &path);
@@ -158,9 +155,12 @@ static int dd_main_dispatch(const dd_cmd_t *cmd, int argc, char **argv)
         fprintf(stderr, "dedupd %s: out of memory\n", cmd->name);
         return DD_EXIT_FAIL;
     }
-    rc = cmd->parse ? cmd->parse(opts, argc, argv) : dd_main_no_args(cmd, argc, argv);
+    rc = dd_cmd_opts_parse(cmd, opts, &ctx, argc, argv);
     if (!rc && (cmd->flags & DD_CMD_CONFIG)) rc = dd_main_load(cmd, path, &conf);
-    if (!rc) rc = cmd->run(conf, opts);
+    ctx.conf = conf;
+    if (!rc && conf) rc = dd_cmd_prepare(cmd, opts, &ctx, hs);
+    if (!rc) rc = cmd->run(&ctx, opts);
+    if (conf) dd_cmd_finish(&ctx);
     if (cmd->release) cmd->release(opts);
     free(opts);
     dd_conf_destroy(conf);
@@ -182,7 +182,7 @@ static int dd_main_help(int argc, char **argv)
         dd_main_usage(stderr);
         return DD_EXIT_USAGE;
     }
-    fputs(cmd->help, stdout);
+    dd_cmd_opts_help(cmd, stdout);
     return DD_EXIT_OK;
 }
 
@@ -211,6 +211,7 @@ int main(int argc, char **argv)
         dd_conf_print_reference_man(stdout); /* the SETTINGS of dedupd.conf(5) */
         return DD_EXIT_OK;
     }
+    if (dd_enums_doc_option(arg, stdout)) return DD_EXIT_OK;
     if (!strcmp(arg, "-V") || !strcmp(arg, "--version")) {
         printf("dedupd %s (librdkafka %s, handler ABI %d)\n", DEDUPD_VERSION,
                rd_kafka_version_str(), DEDUPD_HANDLER_ABI_VERSION);

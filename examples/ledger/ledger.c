@@ -22,7 +22,10 @@
  * and its state move are one statement. All values are validated, and
  * escaped (keys go in as hex literals).
  *
- * Config (handler.config): table_prefix = "..." (optional, default "").
+ * Config (handler.config): table_prefix = "..." (optional, default "");
+ * emit_topic = "..." (optional): each booked payment also emits the event
+ * payment.booked to that topic, keyed by the merchant, in the same
+ * transaction (host->emit, ABI 6; dedupd's outbox.enabled must be on).
  * Privileges of the runtime user: sql/grants.sql, section [ledger].
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
@@ -56,10 +59,21 @@ static int ledger_conf_one(ledger_state *st, const config_setting_t *s, char *er
     unsigned line = config_setting_source_line(s);
 
     if (!file) file = "config";
+    if (name && strcmp(name, "emit_topic") == 0) {
+        if (config_setting_type(s) != CONFIG_TYPE_STRING ||
+            strlen(config_setting_get_string(s)) > LEDGER_TOPIC_MAX) {
+            snprintf(err, errlen, "%s:%u: handler.config.emit_topic must be a topic name", file,
+                     line);
+            return -1;
+        }
+        strcpy(st->emit_topic, config_setting_get_string(s));
+        return 0;
+    }
     if (!name || strcmp(name, "table_prefix") != 0) {
         snprintf(err, errlen,
-                 "%s:%u: unknown setting handler.config.%s (ledger knows: table_prefix)", file,
-                 line, name ? name : "?");
+                 "%s:%u: unknown setting handler.config.%s (ledger knows: table_prefix, "
+                 "emit_topic)",
+                 file, line, name ? name : "?");
         return -1;
     }
     if (config_setting_type(s) != CONFIG_TYPE_STRING ||
@@ -101,6 +115,12 @@ static int ledger_init(void **statep, const dedupd_host *host, char *errstr, siz
             return -1;
         }
     }
+    if (st->emit_topic[0] && host->version < 2) {
+        snprintf(errstr, errstr_size, "handler.config.emit_topic needs a dedupd with host->emit");
+        free(st);
+        return -1;
+    }
+    st->host = host;
     *statep = st;
     return 0;
 }
@@ -350,6 +370,38 @@ static void ledger_json_str(const char *s, char *out, size_t outlen)
     out[o] = '\0';
 }
 
+/* ---- the event ------------------------------------------------------- */
+
+/* The payload carries its own event id, so a consumer whose key template
+ * reads only the payload (a downstream dedupd) deduplicates by it. */
+dedupd_status ledger_emit_booked(const ledger_state *st, MYSQL *db, const dedupd_msg *msg,
+                                 const ledger_payment *p, unsigned long long ledger_id,
+                                 dedupd_result *res)
+{
+    static const char type[] = "payment.booked";
+    const dedupd_header hdr = {.name = "type", .value = type, .value_len = sizeof(type) - 1};
+    char id[DEDUPD_EVENT_ID_SIZE], m[6 * LEDGER_ID_MAX + 1], o[6 * LEDGER_ID_MAX + 1];
+    char t[6 * LEDGER_ID_MAX + 1], value[1024];
+    int n;
+
+    if (!st->emit_topic[0]) return DEDUPD_OK;
+    if (st->host->event_id(st->host, msg, id, sizeof(id)) != 0) {
+        snprintf(res->error, sizeof(res->error), "ledger: no event id here");
+        return DEDUPD_REJECT;
+    }
+    ledger_json_str(p->merchant_id, m, sizeof(m));
+    ledger_json_str(p->order_no, o, sizeof(o));
+    ledger_json_str(p->txn_id, t, sizeof(t));
+    n = snprintf(value, sizeof(value),
+                 "{\"event_id\":\"%s\",\"type\":\"%s\",\"merchant_id\":\"%s\",\"order_no\":\"%s\","
+                 "\"txn_id\":\"%s\",\"amount_cents\":%lld,\"currency\":\"%s\",\"ledger_id\":%llu}",
+                 id, type, m, o, t, p->amount_cents, p->currency, ledger_id);
+    if (st->host->emit(st->host, db, msg, st->emit_topic, p->merchant_id, strlen(p->merchant_id),
+                       value, (size_t)n, &hdr, 1, res->error, sizeof(res->error)) != 0)
+        return DEDUPD_RETRY; /* the server's error, if any, is on db */
+    return DEDUPD_OK;
+}
+
 char *ledger_response(unsigned long long ledger_id, const char *order_status)
 {
     char json_status[6 * 64], resp[512];
@@ -372,6 +424,7 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
     char status[64];
     unsigned long long up;
     MYSQL_ROW row;
+    dedupd_status rc;
 
     if (ledger_parse(msg->json, &p, res->error, sizeof(res->error)) != 0) return DEDUPD_REJECT;
     if (strlen(msg->biz_key) > 255) {
@@ -397,6 +450,7 @@ static dedupd_status ledger_handle(void *state, MYSQL *db, const dedupd_msg *msg
             return DEDUPD_RETRY;
         }
     }
+    if ((rc = ledger_emit_booked(state, db, msg, &p, q[0].insert_id, res)) != DEDUPD_OK) return rc;
     res->response = ledger_response(q[0].insert_id, status);
     return DEDUPD_OK;
 }

@@ -20,9 +20,13 @@
 #define LEDGER_AMOUNT_MAX 1e12 /* above this, doubles stop telling cents apart */
 #define LEDGER_SQL_MAX 2048
 
+#define LEDGER_TOPIC_MAX 249
+
 typedef struct ledger_state {
     char prefix[LEDGER_PREFIX_MAX + 1];
-    atomic_int autoinc_mode; /* -1 until read (see ledger_bulk.c) */
+    const dedupd_host *host;               /* for host->emit */
+    char emit_topic[LEDGER_TOPIC_MAX + 1]; /* "": no events */
+    atomic_int autoinc_mode;               /* -1 until read (see ledger_bulk.c) */
 } ledger_state;
 
 /* A validated callback. Strings point into the cJSON payload. */
@@ -48,6 +52,12 @@ typedef struct ledger_payment {
 
 /* Validates a callback's payload into p; -1 with the reason in err. */
 int ledger_parse(const cJSON *json, ledger_payment *p, char *err, size_t errlen);
+/* With handler.config.emit_topic, the event payment.booked of a booked
+ * payment, emitted in the transaction (host->emit); DEDUPD_OK or what to
+ * return, with res->error set. */
+dedupd_status ledger_emit_booked(const ledger_state *st, MYSQL *db, const dedupd_msg *msg,
+                                 const ledger_payment *p, unsigned long long ledger_id,
+                                 dedupd_result *res);
 /* The response snapshot: the same text on the single and the batch path. */
 char *ledger_response(unsigned long long ledger_id, const char *order_status);
 

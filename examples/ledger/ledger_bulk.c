@@ -685,6 +685,8 @@ dedupd_status ledger_handle_batch(void *state, void *conn_state, MYSQL *db,
     }
     rc = ledger_has_bulk(db) ? ledger_batch_bulk(st, conn_state, db, items, ord, bal, n, res)
                              : ledger_batch_text(st, db, items, ord, bal, n, res);
+    for (size_t k = 0; rc == DEDUPD_OK && k < n; k++)
+        rc = ledger_emit_booked(st, db, msgs[k], &items[k].p, items[k].ledger_id, &res[0]);
     for (size_t k = 0; rc == DEDUPD_OK && k < n; k++) {
         if (!(res[k].response = ledger_response(items[k].ledger_id, items[k].status))) {
             snprintf(res[0].error, sizeof(res[0].error), "ledger: out of memory");

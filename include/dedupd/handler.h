@@ -1,5 +1,5 @@
 /*
- * dedupd handler ABI, version 4.
+ * dedupd handler ABI (its version: DEDUPD_HANDLER_ABI_VERSION, below).
  *
  * A handler is a shared object exporting one symbol, dedupd_handler_v1(),
  * which returns a static descriptor. dedupd calls handle() inside the open
@@ -118,13 +118,43 @@
  * about rows whose message is gone; finish() then gets a message with
  * biz_key and fence only (payload and json NULL).
  *
+ * Events out (since ABI version 6, host version 2): host->emit() writes an
+ * event for a Kafka topic into the outbox table (dedupd_outbox) on the
+ * handler's connection, inside dedupd's open transaction: it commits with
+ * the business writes and the dedup record, or rolls back with them (a
+ * replayed batch, a REJECT, a declined handle_batch), so an event exists
+ * exactly when the write it tells of committed. dedupd's relay publishes
+ * committed events to Kafka, each with the header dedupd.event_id; see
+ * docs/HANDLERS.md, "Events out". Rules:
+ *  - only from handle() and handle_batch() (every variant) of a handler in
+ *    local mode, on the calling thread, with outbox.enabled on; elsewhere
+ *    (init, conn_init, act, finish, reconcile, another thread) it fails;
+ *  - msg is the message the event belongs to (in handle_batch one of
+ *    msgs[]): the event's id is derived from its business key and the
+ *    count of events emitted for it before in the same call, so the event
+ *    of a replayed batch has the same id as in the attempt that rolled
+ *    back, and host->event_id() tells it beforehand (to put it into the
+ *    payload, for a consumer that cannot read headers);
+ *  - the rows are written when the call returns OK, all of the call's
+ *    events in one statement (a call that does not return OK writes none),
+ *    so the handler does not find them in the table during the call;
+ *  - it fails with errstr when the event is larger than the relay's
+ *    producer can send (its message.max.bytes), the topic's name is not a
+ *    Kafka topic name, or the call's events passed 1 MB and their insert
+ *    failed (then the server's error is on db, as for a failed statement
+ *    of the handler's own): return DEDUPD_RETRY (or REJECT for an event
+ *    that can never fit). When the insert at the call's end fails, dedupd
+ *    takes the call's OK for a RETRY (a handle_batch's as declined), the
+ *    server's error on db: a deadlock there is replayed as any other.
+ *
  * Compatibility: the symbol's name carries the layout's generation (v1);
  * within it, new fields are only ever appended to dedupd_handler,
  * dedupd_msg and dedupd_host, and DEDUPD_HANDLER_ABI_VERSION goes up with
  * each addition to the descriptor. dedupd loads descriptors from version 1
  * up to its own, and reads a field only when the descriptor's abi_version
  * says it has it (handle_batch: version >= 2; init_host, the connection
- * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4).
+ * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4;
+ * version 6 adds no descriptor field, only the host's emit and event_id).
  * dedupd fills every dedupd_msg field for every handler (headers since 3,
  * fence since 4, shard since 5). A handler built for a newer version than dedupd's is
  * refused at load, as is one for an unknown generation. dedupd_result
@@ -144,12 +174,15 @@
 extern "C" {
 #endif
 
-#define DEDUPD_HANDLER_ABI_VERSION 5
+#define DEDUPD_HANDLER_ABI_VERSION 6
 #define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
-#define DEDUPD_HOST_VERSION 1    /* fields of dedupd_host this header knows */
+#define DEDUPD_HOST_VERSION 2    /* fields of dedupd_host this header knows */
 
 /* Size of dedupd_result.error, and of the errstr buffers dedupd passes. */
 #define DEDUPD_ERROR_SIZE 256
+
+/* Size of the text of an event's id (host->event_id), NUL included. */
+#define DEDUPD_EVENT_ID_SIZE 40
 
 #if defined(__GNUC__)
 #define DEDUPD_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -220,7 +253,7 @@ typedef struct dedupd_msg {
 
 typedef struct dedupd_result {
     char *response;                /* malloc'd JSON text kept as the response snapshot, or NULL;
-                                    * longer than handler.max_response_bytes rejects the message */
+                                    * over handler.max_response_bytes: rejects (external: dropped) */
     char error[DEDUPD_ERROR_SIZE]; /* why, on RETRY/REJECT (or why a batch was declined) */
 } dedupd_result;
 
@@ -241,6 +274,17 @@ struct dedupd_host {
      * lines about a message do. Any thread, any time until fini returns. */
     void (*log)(const dedupd_host *host, dedupd_log_level level, const char *fmt, ...)
         DEDUPD_PRINTF(3, 4);
+    /* ---- version >= 2 (ABI 6) ---- */
+    /* An event for topic (key may be NULL: no key; headers[0..header_cnt)
+     * may be NULL when 0) into the outbox, in the open transaction on db:
+     * see "Events out" above. Returns 0, or -1 with the reason in errstr. */
+    int (*emit)(const dedupd_host *host, MYSQL *db, const dedupd_msg *msg, const char *topic,
+                const void *key, size_t key_len, const void *value, size_t value_len,
+                const dedupd_header *headers, size_t header_cnt, char *errstr, size_t errstr_size);
+    /* The id the next emit for msg in this call will give its event (the
+     * header dedupd.event_id), as text into out (DEDUPD_EVENT_ID_SIZE
+     * bytes). Returns 0, or -1 when called where emit cannot be. */
+    int (*event_id)(const dedupd_host *host, const dedupd_msg *msg, char *out, size_t out_size);
 };
 
 typedef struct dedupd_handler {

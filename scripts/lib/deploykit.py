@@ -445,6 +445,11 @@ def cmd_unit(a):
           % (name, stop[-1] if stop else "(default 90s)", a.shutdown_default, a.margin),
           "%s: TimeoutStopSec %s must exceed shutdown_timeout %s by %d s"
           % (name, stop, a.shutdown_default, a.margin))
+    types, wd = unit_values(a.file, "Type"), unit_values(a.file, "WatchdogSec")
+    check(types[-1:] == ["notify"] and wd,
+          "%s: Type=notify (READY=1 once partitions are assigned), WatchdogSec=%s" % (name, wd[-1] if wd else ""),
+          "%s: Type=%r and WatchdogSec=%r: dedupd run speaks sd_notify, expected Type=notify "
+          "and a WatchdogSec" % (name, types, wd))
 
 
 # ---- man pages ----

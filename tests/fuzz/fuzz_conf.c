@@ -10,9 +10,11 @@
  * files (/dev/zero never ends), which tests the file system, not dedupd.
  *
  * Build and run (from the source root):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
- *     tests/fuzz/fuzz_conf.c src/dd_conf*.c src/dd_log.c src/dd_common.c src/dd_utf8.c \
- *     src/dd_text.c $(pkg-config --cflags --libs libconfig rdkafka libcjson) -o /tmp/fuzz_conf
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc/base \
+ *     -Isrc/key -Isrc/conf tests/fuzz/fuzz_conf.c src/conf/dd_conf*.c src/base/dd_shard.c \
+ *     src/base/dd_log.c src/base/dd_common.c src/base/dd_utf8.c src/base/dd_text.c \
+ *     src/key/dd_json.c src/key/dd_canon.c src/key/dd_jpath.c src/key/dd_key.c \
+ *     $(pkg-config --cflags --libs libconfig rdkafka libcjson libcrypto) -o /tmp/fuzz_conf
  *   cp -r tests/fuzz/corpus/conf /tmp/fuzz_conf_corpus
  *   /tmp/fuzz_conf -max_total_time=60 /tmp/fuzz_conf_corpus
  */

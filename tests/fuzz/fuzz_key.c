@@ -16,9 +16,9 @@
  * Short inputs are also tried as key templates over a fixed document.
  *
  * Built by scripts/fuzz; by hand:
- * clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
- *   tests/fuzz/fuzz_key.c src/dd_utf8.c src/dd_text.c src/dd_json.c src/dd_canon.c src/dd_jpath.c \
- *   src/dd_key.c src/dd_hash.c src/dd_common.c \
+ * clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc/base -Isrc/key \
+ *   tests/fuzz/fuzz_key.c src/base/dd_utf8.c src/base/dd_text.c src/key/dd_json.c \
+ *   src/key/dd_canon.c src/key/dd_jpath.c src/key/dd_key.c src/key/dd_hash.c src/base/dd_common.c \
  *   $(pkg-config --cflags --libs libcjson libcrypto) -lpthread -lm -o /tmp/fuzz_key
  */
 #include <stdint.h>
@@ -46,7 +46,7 @@ static dd_key_tmpl_t *fuzz_tmpl;
 static dd_hash_spec_t *fuzz_spec;
 static dd_json_doc_t *fuzz_doc, *fuzz_doc2, *fuzz_fixed;
 static const char fuzz_fixed_text[] =
-    "{\"a\":{\"b\":[\"s:x\",1.5]},\"x\":[0,{\"y\":true}],\"n\":null,\"z\":\"\\u0000%\"}";
+    "{\"a\":{\"b\":[\"s:x\",1.5]},\"x\":[0,{\"y\":true}],\"n\":null,\"z\":\"\\u0001%\"}";
 
 static void fuzz_init(void)
 {

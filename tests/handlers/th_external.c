@@ -2,8 +2,10 @@
  * Test handler in external mode (ABI version 4), for the loader's unit
  * tests: no handle(), an act() and a reconcile() whose answers the business
  * key chooses:
- *   act:       "ok" -> OK, response {"fence":N}; "bad" -> status 42 (invalid);
- *              anything else -> RETRY
+ *   act:       "ok" -> OK, response {"fence":N}; "big" -> OK, a response of
+ *              200 bytes; "bad" -> status 42 (invalid);
+ *              "emit" -> host->emit, which must fail outside a transaction:
+ *              RETRY with its error; anything else -> RETRY
  *   reconcile: "done" -> DONE, response {"fence":N}; "weird" -> outcome 9
  *              (invalid); anything else -> NOT_DONE
  * Built again with TH_EXT_NO_ACT (an external descriptor without act, which
@@ -23,12 +25,38 @@ static char *th_ext_response(int64_t fence)
     return strdup(buf);
 }
 
+static const dedupd_host *th_ext_host;
+
+static int th_ext_init(void **state, const dedupd_host *host, char *errstr, size_t errstr_size)
+{
+    (void)state, (void)errstr, (void)errstr_size;
+    th_ext_host = host;
+    return 0;
+}
+
 #ifndef TH_EXT_NO_ACT
 static dedupd_status th_ext_act(void *state, const dedupd_msg *msg, dedupd_result *res)
 {
     (void)state;
+    if (strcmp(msg->biz_key, "emit") == 0) {
+        if (th_ext_host->emit(th_ext_host, NULL, msg, "t", NULL, 0, "x", 1, NULL, 0, res->error,
+                              sizeof(res->error)) == 0)
+            snprintf(res->error, sizeof(res->error), "emit succeeded in act()");
+        return DEDUPD_RETRY;
+    }
     if (strcmp(msg->biz_key, "ok") == 0) {
         res->response = th_ext_response(msg->fence);
+        return DEDUPD_OK;
+    }
+    if (strcmp(msg->biz_key, "big") == 0) {
+        char *big = malloc(201);
+
+        if (big) {
+            memset(big, ' ', 200);
+            memcpy(big, "{\"big\":1}", 9);
+            big[200] = '\0';
+        }
+        res->response = big;
         return DEDUPD_OK;
     }
     if (strcmp(msg->biz_key, "bad") == 0) return (dedupd_status)42;
@@ -61,6 +89,7 @@ static const dedupd_handler th_external = {
     .act = th_ext_act,
 #endif
     .reconcile = th_ext_reconcile,
+    .init_host = th_ext_init,
 };
 
 const dedupd_handler *dedupd_handler_v1(void)

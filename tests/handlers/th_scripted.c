@@ -23,6 +23,12 @@
  *   "sleep:MS"    sleep MS milliseconds, then "ok"
  *   "dberror"     run invalid SQL and RETRY with the server's error
  *   "big:N"       apply the effect and return a response of N bytes (JSON)
+ *   "emit:N"      apply the effect and emit an event of N bytes to topic
+ *                 th.events (host->emit, key: the business key); RETRY
+ *                 with emit's error when it fails
+ *   "emit_to:T"   apply the effect and emit {"key": ...} to topic T
+ *   "emit_as:K:MS"   emit {"key": ...} to th.events with Kafka key K, then
+ *                    hold the transaction open MS milliseconds, then "ok"
  *
  * Built a second time as th_scripted_batch (TH_SCRIPTED_BATCH defined),
  * with a handle_batch() that runs the same actions for each message of the
@@ -63,6 +69,15 @@ static int th_init(void **statep, const config_setting_t *conf, char *err, size_
     pthread_mutex_init(&st->lock, NULL);
     *statep = st;
     return 0;
+}
+
+/* The host API (init_host), for emit. */
+static const dedupd_host *th_host;
+
+static int th_init_host(void **statep, const dedupd_host *host, char *err, size_t errlen)
+{
+    th_host = host;
+    return th_init(statep, host->config, err, errlen);
 }
 
 static void th_fini(void *state)
@@ -259,6 +274,59 @@ static long th_arg(const char *action, size_t prefix_len)
     return *end == '\0' ? v : -1;
 }
 
+/* "emit:N" (topic NULL: th.events, value of n bytes) and "emit_to:T". */
+static dedupd_status th_emit(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
+                             const char *topic, long n)
+{
+    dedupd_status st = th_effect(db, msg, res);
+    char small[600], *value = topic ? small : malloc((size_t)n + 1);
+    size_t len;
+
+    if (st != DEDUPD_OK) return st;
+    if (!value) {
+        snprintf(res->error, sizeof(res->error), "out of memory");
+        return DEDUPD_RETRY;
+    }
+    if (topic) {
+        len = (size_t)snprintf(small, sizeof(small), "{\"key\":\"%.500s\"}", msg->biz_key);
+    } else {
+        memset(value, 'e', (size_t)n);
+        len = (size_t)n;
+    }
+    if (th_host->version < 2 || th_host->emit(th_host, db, msg, topic ? topic : "th.events",
+                                              msg->biz_key, strlen(msg->biz_key), value, len, NULL,
+                                              0, res->error, sizeof(res->error)) != 0)
+        st = DEDUPD_RETRY;
+    if (!topic) free(value);
+    if (st != DEDUPD_OK) {
+        free(res->response);
+        res->response = NULL;
+    }
+    return st;
+}
+
+/* "emit_as:K:MS": the event's id is taken when it is emitted, and its
+ * transaction commits MS ms later, after those of other lanes. */
+static dedupd_status th_emit_as(MYSQL *db, const dedupd_msg *msg, dedupd_result *res,
+                                const char *arg)
+{
+    const char *colon = strchr(arg, ':');
+    char value[600];
+    size_t len;
+    long ms;
+
+    if (!colon || colon == arg || (ms = th_arg(colon, 1)) < 0) {
+        snprintf(res->error, sizeof(res->error), "usage: emit_as:KEY:MS");
+        return DEDUPD_REJECT;
+    }
+    len = (size_t)snprintf(value, sizeof(value), "{\"key\":\"%.500s\"}", msg->biz_key);
+    if (th_host->version < 2 ||
+        th_host->emit(th_host, db, msg, "th.events", arg, (size_t)(colon - arg), value, len, NULL,
+                      0, res->error, sizeof(res->error)) != 0)
+        return DEDUPD_RETRY;
+    return th_sleep_then_effect(db, msg, res, ms);
+}
+
 static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, dedupd_result *res)
 {
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(msg->json, "th");
@@ -295,6 +363,10 @@ static dedupd_status th_handle(void *state, MYSQL *db, const dedupd_msg *msg, de
         return th_sleep_then_effect(db, msg, res, arg);
     if (strncmp(action, "big:", 4) == 0 && (arg = th_arg(action, 4)) >= 0)
         return th_big_response(db, msg, res, arg);
+    if (strncmp(action, "emit:", 5) == 0 && (arg = th_arg(action, 5)) >= 0)
+        return th_emit(db, msg, res, NULL, arg);
+    if (strncmp(action, "emit_to:", 8) == 0) return th_emit(db, msg, res, action + 8, 0);
+    if (strncmp(action, "emit_as:", 8) == 0) return th_emit_as(db, msg, res, action + 8);
     if (strcmp(action, "dberror") == 0) {
         if (mysql_query(db, "SELEC this is not sql") != 0)
             return th_db_fail(db, res, "scripted dberror");
@@ -328,7 +400,7 @@ static const dedupd_handler th_scripted = {
 #else
     .name = "th_scripted",
 #endif
-    .init = th_init,
+    .init_host = th_init_host,
     .migrate = th_migrate,
     .handle = th_handle,
     .fini = th_fini,

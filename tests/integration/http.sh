@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# HTTP helpers for the sidecar scenarios (40-49), sourced after lib.sh.
+# HTTP helpers for the scenarios that talk to dedupd's HTTP endpoint (in
+# several folders), sourced after lib.sh: source "$(dirname "$0")/../http.sh".
 # Python's urllib rather than curl: curl is not on every fresh machine.
 #
 #   th_free_port              a TCP port free on 127.0.0.1 right now

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Test bed for the numbered integration scenarios (tests/integration/NN-*.sh).
+# Test bed for the numbered integration scenarios (tests/integration/*/NN-*.sh).
 #
 # Each scenario gets a fresh database on the shared private MariaDB (started
 # by scripts/test, socket in DD_TEST_MYSQL_SOCKET), its own mock Kafka
@@ -11,7 +11,7 @@
 # DD_NOTIFY_NORECONCILE_SO, DD_TEST_HANDLER_DIR, DD_TEST_SRC_DIR; from
 # scripts/test: DD_TEST_MYSQL_SOCKET, TB_TIMEOUT_MULT.
 #
-#   source "$(dirname "$0")/lib.sh"
+#   source "$(dirname "$0")/../lib.sh"
 #   tb_init dup_basic
 #   tb_mock payments:4
 #   tb_config
@@ -206,12 +206,14 @@ _tb_grant_runtime() {
       th_scripted*) sql+=$'\n'$(_tb_grants_th th_effect) ;;
       th_abi_v1) sql+=$'\n'$(_tb_grants_th th_v1_effect) ;;
       th_abi_v2) sql+=$'\n'$(_tb_grants_th th_v2_effect) ;;
+      th_abi_v5) sql+=$'\n'$(_tb_grants_th th_v5_effect) ;;
       th_v3) sql+=$'\n'$(_tb_grants_th th_v3_effect th_v3_conn) ;;
       notify | notify_noreconcile) sql+=$'\n'$(_tb_grants notify "$table") ;;
       coupon) sql+=$'\n'$(tb_grants_file "$DD_TEST_SRC_DIR/examples/coupon/grants.sql") ;;
       esac
     done
   fi
+  grep -q 'outbox = { enabled = true' "$TB_CONF" && sql+=$'\n'$(_tb_grants outbox)
   [[ $sql == *GRANT* ]] || tb_die "no GRANT statements in sql/grants.sql"
   _tb_mariadb_each -e "$sql" || tb_die "cannot grant the runtime privileges on $TB_DB: $sql"
 }
@@ -784,4 +786,52 @@ tb_shards_expect_placed() {
     tb_check "shard $k holds applied keys" test \
       "$(tb_shard_sql "$k" "SELECT COUNT(*) FROM dedup_record WHERE status = 1")" -gt 0
   done
+}
+
+# --- a Galera cluster (scripts/lib/galera.sh) --------------------------------
+
+# tb_galera: starts a three-node Galera cluster on loopback in
+# $TB_DIR/galera and moves the test onto it: DD_TEST_MYSQL_SOCKET is node
+# 1's socket (tb_sql, tb_migrate's grants), TB_DB and the test's users are
+# created there (and replicate). tb_config then needs TB_MYSQL_HOST=127.0.0.1
+# and TB_MYSQL_PORT=$(tb_galera_port N) to use node N. The cleanup trap
+# stops the nodes.
+tb_galera() {
+  # shellcheck source=../../scripts/lib/galera.sh
+  source "$DD_TEST_SRC_DIR/scripts/lib/galera.sh"
+  TB_GALERA="$TB_DIR/galera"
+  dd_galera_start "$TB_GALERA" >>"$TB_DIR/galera.log" 2>&1 ||
+    tb_die "cannot start the Galera cluster in $TB_GALERA (see galera.log)"
+  _tb_galera_pids
+  export DD_TEST_MYSQL_SOCKET="$TB_GALERA/n1/mysqld.sock"
+  _tb_mariadb -e "CREATE DATABASE \`$TB_DB\`" || tb_die "cannot create $TB_DB on the cluster"
+  tb_users
+}
+
+_tb_galera_pids() {
+  local n
+  for n in 1 2 3; do
+    [[ -s "$TB_GALERA/n$n/mysqld.pid" ]] && TB_PIDS+=("$(cat "$TB_GALERA/n$n/mysqld.pid")")
+  done
+  return 0
+}
+
+tb_galera_port() { dd_galera_port "$TB_GALERA" "$1"; }
+
+# tb_galera_sql N "SQL": tb_sql on node N.
+tb_galera_sql() {
+  dd_galera_client "$TB_GALERA" "$1" -N -B "$TB_DB" -e "$2"
+}
+
+tb_galera_kill9() {
+  dd_galera_node_kill9 "$TB_GALERA" "$1" >>"$TB_DIR/galera.log" 2>&1 ||
+    tb_die "cannot kill node $1"
+}
+
+# tb_galera_rejoin N: starts node N again (incremental state transfer after
+# a kill, full after dd_galera_node_wipe) and waits until it is synced.
+tb_galera_rejoin() {
+  dd_galera_node_rejoin "$TB_GALERA" "$1" >>"$TB_DIR/galera.log" 2>&1 ||
+    tb_die "node $1 did not rejoin (see galera.log and $TB_GALERA/n$1/mysqld.err)"
+  _tb_galera_pids
 }

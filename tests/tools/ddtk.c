@@ -53,6 +53,7 @@ typedef struct ddtk_args_s {
     int prop_cnt;
     const char *headers[DDTK_MAX_HEADERS]; /* produce -H name=value */
     int header_cnt;
+    long long timestamp; /* produce -T ms: each message's timestamp; 0: now */
 } ddtk_args_t;
 
 /* Delivery accounting for produce. */
@@ -65,9 +66,10 @@ typedef struct ddtk_dr_s {
 static void ddtk_usage(FILE *fp)
 {
     fprintf(fp, "usage:\n"
-                "  ddtk produce    -b BROKERS -t TOPIC [-H name=value]...\n"
+                "  ddtk produce    -b BROKERS -t TOPIC [-H name=value]... [-T MS]\n"
                 "                  (stdin: PARTITION<TAB>KEY<TAB>PAYLOAD; PARTITION -1 = by key,\n"
-                "                  KEY - = null, PAYLOAD hex:... = binary; -H: a header on each)\n"
+                "                  KEY - = null, PAYLOAD hex:... = binary, null: = a null value\n"
+                "                  (a tombstone); -H: a header on each; -T: each one's timestamp)\n"
                 "  ddtk consume    -b BROKERS -t TOPIC [-e]\n"
                 "  ddtk committed  -b BROKERS -g GROUP -t TOPIC\n"
                 "  ddtk watermarks -b BROKERS -t TOPIC\n"
@@ -91,7 +93,7 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args)
     memset(args, 0, sizeof(*args));
     args->cmd = argv[0];
     optind = 1;
-    while ((c = getopt(argc, argv, "b:t:g:eX:H:")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:g:eX:H:T:")) != -1) {
         switch (c) {
         case 'b':
             args->brokers = optarg;
@@ -104,6 +106,9 @@ static int ddtk_args_parse(int argc, char **argv, ddtk_args_t *args)
             break;
         case 'e':
             args->exit_eof = 1;
+            break;
+        case 'T':
+            args->timestamp = strtoll(optarg, NULL, 10);
             break;
         case 'X':
             if (args->prop_cnt == DDTK_MAX_PROPS || !strchr(optarg, '=')) {
@@ -302,7 +307,10 @@ static int ddtk_line_parse(char *buf, size_t len, ddtk_line_t *line)
     if (line->key_len == 1 && line->key[0] == '-') line->key = NULL, line->key_len = 0;
     line->payload = tab2 + 1;
     line->payload_len = len - (size_t)(line->payload - buf);
-    if (line->payload_len >= 4 && !memcmp(line->payload, "hex:", 4)) {
+    if (line->payload_len == 5 && !memcmp(line->payload, "null:", 5)) {
+        line->payload = NULL; /* a tombstone */
+        line->payload_len = 0;
+    } else if (line->payload_len >= 4 && !memcmp(line->payload, "hex:", 4)) {
         ssize_t n = ddtk_hex_decode(line->payload + 4, line->payload_len - 4);
 
         if (n < 0) return -1;
@@ -334,11 +342,12 @@ static int ddtk_produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, const ddtk_ar
 {
     for (;;) {
         rd_kafka_headers_t *hdrs = ddtk_headers(args);
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(line->partition),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_VALUE(line->payload, line->payload_len),
-            RD_KAFKA_V_KEY(line->key, line->key_len), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        rd_kafka_resp_err_t err =
+            rd_kafka_producev(rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(line->partition),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_VALUE(line->payload, line->payload_len),
+                              RD_KAFKA_V_KEY(line->key, line->key_len), RD_KAFKA_V_HEADERS(hdrs),
+                              RD_KAFKA_V_TIMESTAMP(args->timestamp), RD_KAFKA_V_END);
 
         if (!err) return 0;
         if (hdrs) rd_kafka_headers_destroy(hdrs);
@@ -512,6 +521,8 @@ static void ddtk_message_print(const rd_kafka_message_t *rkm)
 
     cJSON_AddNumberToObject(obj, "partition", rkm->partition);
     cJSON_AddNumberToObject(obj, "offset", (double)rkm->offset);
+    cJSON_AddNumberToObject(obj, "timestamp", (double)rd_kafka_message_timestamp(rkm, NULL));
+    if (!rkm->payload) cJSON_AddBoolToObject(obj, "null_value", 1);
     ddtk_json_add_bytes(obj, "key", "key_hex", rkm->key, rkm->key_len);
     /* An empty payload is "" rather than null: tests compare strings. */
     ddtk_json_add_bytes(obj, "payload", "payload_hex", rkm->payload ? rkm->payload : "", rkm->len);

@@ -167,9 +167,9 @@ START_TEST(test_json_basic)
     /* bytewise name order: "" < "B" < "a" < "aa" < "b" < "é" */
     ck_assert_str_eq(canon("{\"b\":1,\"B\":2,\"\xc3\xa9\":3,\"a\":4,\"aa\":5,\"\":6}"),
                      "{\"\":6,\"B\":2,\"a\":4,\"aa\":5,\"b\":1,\"\xc3\xa9\":3}");
-    /* a name with NUL sorts after its prefix */
-    ck_assert_str_eq(canon("{\"a\\u0000\":1,\"a\":2,\"a\\u0001\":3}"),
-                     "{\"a\":2,\"a\\u0000\":1,\"a\\u0001\":3}");
+    /* a name with a control byte sorts after its prefix */
+    ck_assert_str_eq(canon("{\"a\\u0001\":1,\"a\":2,\"a\\u0002\":3}"),
+                     "{\"a\":2,\"a\\u0001\":1,\"a\\u0002\":3}");
     ck_assert_str_eq(canon("\"top\""), "\"top\"");
     ck_assert_str_eq(canon("null"), "null");
     ck_assert_str_eq(canon("[true,false,null,-0,1E2]"), "[true,false,null,0,100]");
@@ -184,14 +184,14 @@ START_TEST(test_json_strings)
     ck_assert_str_eq(canon("[\"\\b\\f\\n\\r\\t\\u0001\\u001F\\u007f\"]"),
                      "[\"\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\"]");
     ck_assert_str_eq(canon("{\"\\u0041\\n\":1}"), "{\"A\\n\":1}");
-    /* NUL is a code point like any other */
-    ck_assert_str_eq(canon("[\"x\\u0000one\",\"x\\u0000two\"]"),
-                     "[\"x\\u0000one\",\"x\\u0000two\"]");
+    /* a control byte is a code point like any other (NUL is refused) */
+    ck_assert_str_eq(canon("[\"x\\u0001one\",\"x\\u0001two\"]"),
+                     "[\"x\\u0001one\",\"x\\u0001two\"]");
 }
 END_TEST
 
-/* Every code point below 0x80 and a few above, in a string and as a name:
- * controls, '"' and '\\' escaped, everything else raw. */
+/* Every code point below 0x80 but NUL (refused) and a few above, in a
+ * string and as a name: controls, '"' and '\\' escaped, everything else raw. */
 START_TEST(test_json_all_code_points)
 {
     static const char hex[] = "0123456789abcdef";
@@ -203,7 +203,7 @@ START_TEST(test_json_all_code_points)
         in[i++] = pass ? ':' : '{';
         want[w++] = pass ? ':' : '{';
         in[i++] = want[w++] = '"';
-        for (int c = 0; c < 0x80; c++) {
+        for (int c = 1; c < 0x80; c++) {
             const char *short_esc = c ? strchr("\"\\\b\f\n\r\t", c) : NULL;
 
             if (c < 0x20 || c == '"' || c == '\\')
@@ -286,7 +286,7 @@ static int drain(dd_canon_w_t *w, const void *p, size_t n)
 START_TEST(test_writer_drain)
 {
     const char *text = "{\"b\":[\"0123456789abcdefghij\\n\",1.5e-7,123456789012345678901234567890],"
-                       "\"a\":{\"x\\u0000\":\"\\\"\\\\\",\"y\":[true,false,null]}}";
+                       "\"a\":{\"x\\u0001\":\"\\\"\\\\\",\"y\":[true,false,null]}}";
     char small[3], *heap;
     dd_canon_w_t w = {small, 0, sizeof(small), drain, NULL, 0};
     size_t n;

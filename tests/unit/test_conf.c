@@ -96,31 +96,32 @@ START_TEST(test_full)
     ck_assert_str_eq(conf->dir, tmpdir);
     ck_assert_str_eq(conf->kafka.brokers, "k1:9092,k2:9092");
     ck_assert_str_eq(conf->kafka.group, "grp");
-    ck_assert_int_eq(conf->kafka.topic_cnt, 2);
-    ck_assert_str_eq(conf->kafka.topics[0], "a");
-    ck_assert_str_eq(conf->kafka.topics[1], "b");
+    ck_assert_int_eq(conf->routes[0].topic_cnt, 2);
+    ck_assert_str_eq(conf->routes[0].topics[0], "a");
+    ck_assert_str_eq(conf->routes[0].topics[1], "b");
     ck_assert_int_eq(conf->kafka.property_cnt, 2);
     ck_assert_str_eq(conf->kafka.properties[1], "client.id=x");
-    ck_assert_str_eq(conf->mysql.host, "db.local");
-    ck_assert_int_eq(conf->mysql.port, 3307);
-    ck_assert_str_eq(conf->mysql.socket, "/run/m.sock");
-    ck_assert_str_eq(conf->mysql.user, "u");
-    ck_assert_str_eq(conf->mysql.password, "pw");
-    ck_assert_str_eq(conf->mysql.database, "pay");
-    ck_assert_int_eq(conf->mysql.connect_timeout_s, 7);
-    ck_assert_str_eq(conf->dedup.key, "p:${a.b[0]}");
-    ck_assert_int_eq(conf->dedup.hash_cnt, 2);
-    ck_assert_str_eq(conf->dedup.hash[1], "b.c");
-    ck_assert_int_eq(conf->dedup.ttl_s, 36 * 3600);
-    ck_assert_str_eq(conf->dedup.table, "Dedup_2");
-    ck_assert_int_eq(conf->dedup.retry_failed, 0);
-    ck_assert_int_eq(conf->dedup.max_payload_bytes, 2048);
-    ck_assert_str_eq(conf->handler.path, "/opt/h.so");
-    ck_assert_ptr_nonnull(conf->handler.config);
-    ck_assert_int_eq(config_setting_length(conf->handler.config), 2);
-    ck_assert_str_eq(
-        config_setting_get_string(config_setting_get_member(conf->handler.config, "prefix")), "x_");
-    ck_assert_str_eq(conf->dlq.topic, "dead");
+    ck_assert_str_eq(conf->shards[0].host, "db.local");
+    ck_assert_int_eq(conf->shards[0].port, 3307);
+    ck_assert_str_eq(conf->shards[0].socket, "/run/m.sock");
+    ck_assert_str_eq(conf->shards[0].user, "u");
+    ck_assert_str_eq(conf->shards[0].password, "pw");
+    ck_assert_str_eq(conf->shards[0].database, "pay");
+    ck_assert_int_eq(conf->shards[0].connect_timeout_s, 7);
+    ck_assert_str_eq(conf->routes[0].dedup.key, "p:${a.b[0]}");
+    ck_assert_int_eq(conf->routes[0].dedup.hash_cnt, 2);
+    ck_assert_str_eq(conf->routes[0].dedup.hash[1], "b.c");
+    ck_assert_int_eq(conf->routes[0].dedup.ttl_s, 36 * 3600);
+    ck_assert_str_eq(conf->routes[0].dedup.table, "Dedup_2");
+    ck_assert_int_eq(conf->routes[0].dedup.retry_failed, 0);
+    ck_assert_int_eq(conf->routes[0].dedup.max_payload_bytes, 2048);
+    ck_assert_str_eq(conf->routes[0].handler.path, "/opt/h.so");
+    ck_assert_ptr_nonnull(conf->routes[0].handler.config);
+    ck_assert_int_eq(config_setting_length(conf->routes[0].handler.config), 2);
+    ck_assert_str_eq(config_setting_get_string(
+                         config_setting_get_member(conf->routes[0].handler.config, "prefix")),
+                     "x_");
+    ck_assert_str_eq(conf->routes[0].dlq.topic, "dead");
     ck_assert_str_eq(dd_conf_dlq_topic(&conf->routes[0], "payments", path, sizeof(path)), "dead");
     ck_assert_int_eq(conf->batch.max_messages, 100);
     ck_assert_int_eq(conf->batch.max_wait_ms, 0);
@@ -145,22 +146,22 @@ START_TEST(test_defaults)
     char out[64];
 
     ck_assert_int_eq(conf->kafka.property_cnt, 0);
-    ck_assert_str_eq(conf->mysql.host, "127.0.0.1");
-    ck_assert_int_eq(conf->mysql.port, 3306);
-    ck_assert_ptr_null(conf->mysql.socket);
-    ck_assert_str_eq(conf->mysql.user, "dedupd");
-    ck_assert_str_eq(conf->mysql.password, "");
-    ck_assert_ptr_null(conf->mysql.password_env);
-    ck_assert_ptr_null(conf->mysql.password_file);
-    ck_assert_int_eq(conf->mysql.connect_timeout_s, 5);
-    ck_assert_int_eq(conf->dedup.hash_cnt, 0);
-    ck_assert_int_eq(conf->dedup.ttl_s, 7 * 86400);
-    ck_assert_str_eq(conf->dedup.table, "dedup_record");
-    ck_assert_int_eq(conf->dedup.retry_failed, 1);
-    ck_assert_int_eq(conf->dedup.max_payload_bytes, 990000);
-    ck_assert_ptr_null(conf->handler.config);
-    ck_assert_int_eq(conf->handler.max_response_bytes, 65536);
-    ck_assert_ptr_null(conf->dlq.topic);
+    ck_assert_str_eq(conf->shards[0].host, "127.0.0.1");
+    ck_assert_int_eq(conf->shards[0].port, 3306);
+    ck_assert_ptr_null(conf->shards[0].socket);
+    ck_assert_str_eq(conf->shards[0].user, "dedupd");
+    ck_assert_str_eq(conf->shards[0].password, "");
+    ck_assert_ptr_null(conf->shards[0].password_env);
+    ck_assert_ptr_null(conf->shards[0].password_file);
+    ck_assert_int_eq(conf->shards[0].connect_timeout_s, 5);
+    ck_assert_int_eq(conf->routes[0].dedup.hash_cnt, 0);
+    ck_assert_int_eq(conf->routes[0].dedup.ttl_s, 7 * 86400);
+    ck_assert_str_eq(conf->routes[0].dedup.table, "dedup_record");
+    ck_assert_int_eq(conf->routes[0].dedup.retry_failed, 1);
+    ck_assert_int_eq(conf->routes[0].dedup.max_payload_bytes, 990000);
+    ck_assert_ptr_null(conf->routes[0].handler.config);
+    ck_assert_int_eq(conf->routes[0].handler.max_response_bytes, 65536);
+    ck_assert_ptr_null(conf->routes[0].dlq.topic);
     ck_assert_str_eq(dd_conf_dlq_topic(&conf->routes[0], "payments", out, sizeof(out)),
                      "payments.dlq");
     ck_assert_ptr_null(dd_conf_dlq_topic(&conf->routes[0], "payments", out, 8));
@@ -217,7 +218,14 @@ static const struct {
     {K_LINE M_LINE H_LINE "dedup = {\n  key = \"k:${id}\";\n  table = \"bad-name\";\n};\n",
      "%s:6: setting dedup.table: expected a name matching [A-Za-z0-9_]{1,64}, got \"bad-name\""},
     {K_LINE M_LINE H_LINE "dedup = {\n  key = \"static\";\n};\n",
-     "%s:5: setting dedup.key: must contain at least one ${path}"},
+     "%s:5: setting dedup.key: key template has no ${path} placeholder: every message would "
+     "get the same key"},
+    {K_LINE M_LINE H_LINE "dedup = {\n  key = \"pay:$${id}\";\n};\n",
+     "%s:5: setting dedup.key: key template has no ${path} placeholder: every message would "
+     "get the same key"},
+    {K_LINE M_LINE H_LINE "dedup = {\n  key = \"k:${id}%\";\n};\n",
+     "%s:5: setting dedup.key: '%%' at column 8: dedupd escapes bytes of key values as %%XX, so "
+     "the template's literal text cannot contain '%%'"},
     {K_LINE M_LINE H_LINE "dedup = { key = \"k:${id}\"; ttl = \"0s\"; };\n",
      "%s:4: setting dedup.ttl: must be between 1s and 3650d, got 0"},
     {K_LINE M_LINE H_LINE "dedup = { key = \"k:${id}\"; retry_failed = \"yes\"; };\n",
@@ -225,7 +233,10 @@ static const struct {
     {K_LINE M_LINE H_LINE "dedup = { key = \"k:${id}\"; lane_key = \"${shop}\"; };\n",
      "%s:4: setting dedup.lane_key: ${shop} is not a field of dedup.key"},
     {K_LINE M_LINE H_LINE "dedup = { key = \"k:${id}\"; lane_key = \"all\"; };\n",
-     "%s:4: setting dedup.lane_key: must contain at least one ${path}"},
+     "%s:4: setting dedup.lane_key: key template has no ${path} placeholder: every message "
+     "would get the same key"},
+    {K_LINE M_LINE H_LINE "dedup = { key = \"k$${shop}:${id}\"; lane_key = \"${shop}\"; };\n",
+     "%s:4: setting dedup.lane_key: ${shop} is not a field of dedup.key"},
     {MIN "batch = { max_messages = 600; max_inflight = 500; };\n",
      "%s:5: setting batch.max_inflight: must be at least batch.max_messages (600), got 500"},
     {MIN "batch = { max_messages = 30000; };\n",
@@ -334,18 +345,18 @@ START_TEST(test_env_overrides)
     setenv("DEDUPD_HANDLER_PATH", "/abs/from/env.so", 1);
     conf = load_ok(MIN "workers = 2;\n");
     ck_assert_str_eq(conf->kafka.brokers, "envhost:9093");
-    ck_assert_int_eq(conf->kafka.topic_cnt, 3);
-    ck_assert_str_eq(conf->kafka.topics[0], "a");
-    ck_assert_str_eq(conf->kafka.topics[1], "b");
-    ck_assert_str_eq(conf->kafka.topics[2], "c");
+    ck_assert_int_eq(conf->routes[0].topic_cnt, 3);
+    ck_assert_str_eq(conf->routes[0].topics[0], "a");
+    ck_assert_str_eq(conf->routes[0].topics[1], "b");
+    ck_assert_str_eq(conf->routes[0].topics[2], "c");
     ck_assert_int_eq(conf->kafka.property_cnt, 1);
-    ck_assert_int_eq(conf->mysql.port, 3310);
-    ck_assert_int_eq(conf->dedup.retry_failed, 0);
-    ck_assert_int_eq(conf->dedup.ttl_s, 2 * 86400);
+    ck_assert_int_eq(conf->shards[0].port, 3310);
+    ck_assert_int_eq(conf->routes[0].dedup.retry_failed, 0);
+    ck_assert_int_eq(conf->routes[0].dedup.ttl_s, 2 * 86400);
     ck_assert_int_eq(conf->workers, 16);
     ck_assert_int_eq(conf->batch.max_messages, 1000);
     ck_assert_int_eq(conf->log.level, DD_LOG_WARN);
-    ck_assert_str_eq(conf->handler.path, "/abs/from/env.so");
+    ck_assert_str_eq(conf->routes[0].handler.path, "/abs/from/env.so");
     ck_assert_str_eq(conf->kafka.group, "g"); /* untouched */
     dd_conf_destroy(conf);
 }
@@ -358,7 +369,7 @@ START_TEST(test_env_supplies_required)
 
     setenv("DEDUPD_MYSQL_DATABASE", "fromenv", 1);
     conf = load_ok(K_LINE D_LINE H_LINE);
-    ck_assert_str_eq(conf->mysql.database, "fromenv");
+    ck_assert_str_eq(conf->shards[0].database, "fromenv");
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -380,12 +391,12 @@ START_TEST(test_env_empty_unsets)
                        "dedup = { key = \"k:${a}\"; ttl = \"2d\"; retry_failed = false; };\n" H_LINE
                        "http = { listen = \"127.0.0.1:9464\"; };\nworkers = 7;\n");
     ck_assert_ptr_null(conf->http.listen);
-    ck_assert_ptr_null(conf->mysql.socket);
+    ck_assert_ptr_null(conf->shards[0].socket);
     ck_assert_int_eq(conf->workers, 4);
-    ck_assert_int_eq(conf->dedup.ttl_s, 7 * 86400);
+    ck_assert_int_eq(conf->routes[0].dedup.ttl_s, 7 * 86400);
     ck_assert_int_eq(conf->kafka.property_cnt, 0);
-    ck_assert_int_eq(conf->dedup.retry_failed, 1);
-    ck_assert_str_eq(conf->dedup.key, "k:${a}"); /* the file still counts for the rest */
+    ck_assert_int_eq(conf->routes[0].dedup.retry_failed, 1);
+    ck_assert_str_eq(conf->routes[0].dedup.key, "k:${a}"); /* the file still counts for the rest */
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -443,8 +454,8 @@ START_TEST(test_env_password_not_an_override)
     setenv("DEDUPD_MYSQL_PASSWORD", "secret", 1);
     setenv("DEDUPD_MYSQL_PASSWORD_FILE", "/etc/shadow", 1);
     conf = load_ok(MIN);
-    ck_assert_str_eq(conf->mysql.password, "");
-    ck_assert_ptr_null(conf->mysql.password_file);
+    ck_assert_str_eq(conf->shards[0].password, "");
+    ck_assert_ptr_null(conf->shards[0].password_file);
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -466,7 +477,7 @@ START_TEST(test_password_file_mode)
         ck_assert_int_eq(chmod(pwpath, cases[i].mode), 0);
         conf = load_ok(K_LINE
                        "mysql = { database = \"db\";\n password_file = \"pw\"; };\n" D_LINE H_LINE);
-        ck_assert_str_eq(conf->mysql.password, "s3cret");
+        ck_assert_str_eq(conf->shards[0].password, "s3cret");
         if (!cases[i].verb) {
             ck_assert_int_eq(conf->warning_cnt, 0);
         } else {
@@ -491,8 +502,8 @@ START_TEST(test_password_env)
     setenv("DD_TEST_PW", "s3cret", 1);
     conf = load_ok(
         K_LINE "mysql = { database = \"db\"; password_env = \"DD_TEST_PW\"; };\n" D_LINE H_LINE);
-    ck_assert_str_eq(conf->mysql.password, "s3cret");
-    ck_assert_str_eq(conf->mysql.password_env, "DD_TEST_PW");
+    ck_assert_str_eq(conf->shards[0].password, "s3cret");
+    ck_assert_str_eq(conf->shards[0].password_env, "DD_TEST_PW");
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -509,8 +520,8 @@ START_TEST(test_password_file)
     write_file(pwpath, "s3cret pass\r\n");
     conf = load_ok(
         K_LINE "mysql = { database = \"db\"; password_file = \"secrets/db\"; };\n" D_LINE H_LINE);
-    ck_assert_str_eq(conf->mysql.password, "s3cret pass");
-    ck_assert_str_eq(conf->mysql.password_file, pwpath);
+    ck_assert_str_eq(conf->shards[0].password, "s3cret pass");
+    ck_assert_str_eq(conf->shards[0].password_file, pwpath);
     dd_conf_destroy(conf);
 
     unlink(pwpath);
@@ -562,12 +573,12 @@ START_TEST(test_handler_path)
 
     conf = load_ok(K_LINE M_LINE D_LINE "handler = { path = \"handlers/ledger.so\"; };\n");
     snprintf(want, sizeof(want), "%s/handlers/ledger.so", tmpdir);
-    ck_assert_str_eq(conf->handler.path, want);
-    ck_assert(conf->handler.path[0] == '/');
+    ck_assert_str_eq(conf->routes[0].handler.path, want);
+    ck_assert(conf->routes[0].handler.path[0] == '/');
     dd_conf_destroy(conf);
 
     conf = load_ok(K_LINE M_LINE D_LINE "handler = { path = \"/usr/lib/dedupd/x.so\"; };\n");
-    ck_assert_str_eq(conf->handler.path, "/usr/lib/dedupd/x.so");
+    ck_assert_str_eq(conf->routes[0].handler.path, "/usr/lib/dedupd/x.so");
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -580,10 +591,11 @@ START_TEST(test_handler_config_unchecked)
                               "  config = { anything = 1; nested = { deep = [1, 2]; }; }; };\n");
     const config_setting_t *nested;
 
-    ck_assert_ptr_nonnull(conf->handler.config);
-    ck_assert_str_eq(config_setting_name(conf->handler.config), "config");
-    ck_assert_int_eq(config_setting_source_line(conf->handler.config), 5);
-    ck_assert_ptr_nonnull(nested = config_setting_get_member(conf->handler.config, "nested"));
+    ck_assert_ptr_nonnull(conf->routes[0].handler.config);
+    ck_assert_str_eq(config_setting_name(conf->routes[0].handler.config), "config");
+    ck_assert_int_eq(config_setting_source_line(conf->routes[0].handler.config), 5);
+    ck_assert_ptr_nonnull(nested =
+                              config_setting_get_member(conf->routes[0].handler.config, "nested"));
     ck_assert_int_eq(config_setting_length(config_setting_get_member(nested, "deep")), 2);
     dd_conf_destroy(conf);
 }
@@ -680,13 +692,13 @@ START_TEST(test_example_config)
     ck_assert_msg(dd_conf_load(&conf, path, errstr, sizeof(errstr)) == 0, "%s", errstr);
     ck_assert_str_eq(conf->kafka.brokers, "127.0.0.1:9092");
     ck_assert_str_eq(conf->kafka.group, "payments-dedup");
-    ck_assert_int_eq(conf->kafka.topic_cnt, 1);
-    ck_assert_str_eq(conf->kafka.topics[0], "payments");
-    ck_assert_str_eq(conf->dedup.key, "pay:${merchant_id}:${order_no}");
-    ck_assert_str_eq(conf->mysql.password, "example-pw");
+    ck_assert_int_eq(conf->routes[0].topic_cnt, 1);
+    ck_assert_str_eq(conf->routes[0].topics[0], "payments");
+    ck_assert_str_eq(conf->routes[0].dedup.key, "pay:${merchant_id}:${order_no}");
+    ck_assert_str_eq(conf->shards[0].password, "example-pw");
     ck_assert_ptr_nonnull(realpath(src_dir(), path));
-    snprintf(want, sizeof(want), "%s/config/../build/src/handlers/ledger.so", path);
-    ck_assert_str_eq(conf->handler.path, want);
+    snprintf(want, sizeof(want), "%s/config/../build/examples/ledger.so", path);
+    ck_assert_str_eq(conf->routes[0].handler.path, want);
     dd_conf_destroy(conf);
 
     snprintf(path, sizeof(path), "%s/config/dedupd.conf", src_dir());
@@ -744,6 +756,64 @@ START_TEST(test_conf_man_matches_table)
                   "output of dedupd --help-config=man");
     free(ref);
     free(page);
+}
+END_TEST
+
+/* text with every run of white space one space (the text reference wraps
+ * lines), and each '|' written "\\|" when md (a markdown cell). */
+static char *squeeze(const char *text, int md)
+{
+    char *out = malloc(2 * strlen(text) + 1), *o = out;
+
+    ck_assert_ptr_nonnull(out);
+    for (const char *p = text; *p; p++) {
+        if (md && *p == '|') *o++ = '\\';
+        if (!md && (*p == ' ' || *p == '\n')) {
+            if (o == out || o[-1] != ' ') *o++ = ' ';
+            continue;
+        }
+        *o++ = *p;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Every description of the schema table is whole in --help-config and in
+ * docs/CONFIG.md's table, however long it is. */
+START_TEST(test_reference_descriptions_whole)
+{
+    char *text = NULL, *md = NULL, *flat;
+    size_t len = 0, longest = 0;
+    FILE *mem;
+
+    ck_assert_ptr_nonnull(mem = open_memstream(&text, &len));
+    dd_conf_print_reference(mem);
+    fclose(mem);
+    ck_assert_ptr_nonnull(mem = open_memstream(&md, &len));
+    dd_conf_print_reference_md(mem);
+    fclose(mem);
+    flat = squeeze(text, 0);
+    for (int i = 0; dd_conf_setting_path(i); i++) {
+        for (int in_route = 0; in_route < 2; in_route++) {
+            const char *desc = dd_conf_setting_desc(i, in_route);
+            char *want_md, *want_text;
+
+            if (!desc) continue;
+            want_md = squeeze(desc, 1);
+            want_text = squeeze(desc, 0);
+            if (strlen(desc) > longest) longest = strlen(desc);
+            ck_assert_msg(strstr(md, want_md), "%s: description not whole in CONFIG.md's table",
+                          dd_conf_setting_path(i));
+            ck_assert_msg(in_route || strstr(flat, want_text),
+                          "%s: description not whole in --help-config", dd_conf_setting_path(i));
+            free(want_md);
+            free(want_text);
+        }
+    }
+    ck_assert_uint_gt(longest, 600); /* the long ones are in the table */
+    free(flat);
+    free(md);
+    free(text);
 }
 END_TEST
 
@@ -854,6 +924,7 @@ static Suite *conf_suite(void)
     tcase_add_test(misc_tc, test_example_config);
     tcase_add_test(misc_tc, test_config_md_matches_table);
     tcase_add_test(misc_tc, test_reference);
+    tcase_add_test(misc_tc, test_reference_descriptions_whole);
     tcase_add_test(misc_tc, test_conf_man_matches_table);
     suite_add_tcase(s, misc_tc);
     return s;

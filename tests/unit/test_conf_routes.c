@@ -143,9 +143,6 @@ START_TEST(test_two_routes)
     ck_assert_int_eq(dd_conf_route_find(conf, "coupons", NULL), -1); /* "^coupons-.*" */
     ck_assert_int_eq(dd_conf_route_named(conf, "coupons"), 1);
     ck_assert_int_eq(dd_conf_route_named(conf, "nope"), -1);
-    /* the top-level route settings are not this configuration's */
-    ck_assert_ptr_null(conf->dedup.key);
-    ck_assert_int_eq(conf->kafka.topic_cnt, 0);
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -155,7 +152,7 @@ END_TEST
 START_TEST(test_pattern_overlap_found)
 {
     dd_conf_t *conf = load_ok(HEAD "routes = (\n" ROUTE("a", "\"^pay.*\"", "t1", "") ",\n" ROUTE(
-        "b", "\"^.*s$\"", "t2", "") "\n);\n");
+        "b", "\"^[a-z].*s$\"", "t2", "") "\n);\n");
     int other;
 
     ck_assert_int_eq(dd_conf_route_find(conf, "payment", &other), 0);
@@ -195,6 +192,25 @@ static const struct {
     {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t1", "") ",\n" ROUTE("b", "\"y\"", "t1", "") "\n);\n",
      "%s:5: route b: setting table: route a (%s:4) has the dedup table t1 too; each route needs "
      "its own, or the keys of the two would meet"},
+    /* ... or on tables equal but for case (one table under lower_case_table_names) */
+    {HEAD "routes = (\n" ROUTE("a", "\"x\"", "dedup_a", "") ",\n" ROUTE("b", "\"y\"", "DEDUP_A",
+                                                                        "") "\n);\n",
+     "%s:5: route b: setting table: route a (%s:4) has the dedup table dedup_a, the same name but "
+     "for case, which the server may not tell apart; each route needs its own, or the keys of "
+     "the two would meet"},
+    /* dedupd's own tables, and any name of theirs */
+    {HEAD "routes = (\n" ROUTE("a", "\"x\"", "dedupd_schema", "") "\n);\n",
+     "%s:4: route a: setting table: \"dedupd_schema\": names starting with dedupd_ (in any case) "
+     "are dedupd's own tables; choose another"},
+    {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t",
+                               "") ",\n" ROUTE("b", "\"y\"", "DedupD_Shard_Layout", "") "\n);\n",
+     "%s:5: route b: setting table: \"DedupD_Shard_Layout\": names starting with dedupd_ (in any "
+     "case) are dedupd's own tables; choose another"},
+    {"kafka = { brokers = \"b\"; group = \"g\"; topics = [\"x\"]; };\n" M_LINE
+     "dedup = { key = \"k:${id}\";\n  table = \"dedupd_later\"; };\nhandler = { path = \"h.so\"; "
+     "};\n",
+     "%s:4: setting dedup.table: \"dedupd_later\": names starting with dedupd_ (in any case) are "
+     "dedupd's own tables; choose another"},
     /* duplicate names */
     {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t1", "") ",\n" ROUTE("a", "\"y\"", "t2", "") "\n);\n",
      "%s:5: route a: setting name: the route at %s:4 has this name too; route names must differ"},
@@ -203,6 +219,50 @@ static const struct {
          "b", "\"^y\"", "t2", "") "\n);\n",
      "%s:4: route a: setting dlq.topic: y is a topic of route b (%s:5): its dead letters would "
      "be consumed again"},
+    /* ... or its default dead letters ("<topic>.dlq"), into a pattern */
+    {HEAD "routes = (\n" ROUTE("a", "\"pay\"", "t1", "") ",\n" ROUTE("b", "\"^pay[.]dlq$\"", "t2",
+                                                                     "") "\n);\n",
+     "%s:5: route b: setting topics: pattern ^pay[.]dlq$ matches pay.dlq, a dead-letter topic of "
+     "route a (%s:4): dead letters would be consumed again"},
+    /* ... into a name */
+    {HEAD "routes = (\n" ROUTE("a", "\"pay\"", "t1", "") ",\n" ROUTE("b", "\"x\", \"pay.dlq\"",
+                                                                     "t2", "") "\n);\n",
+     "%s:5: route b: setting topics: topic pay.dlq is a dead-letter topic of route a (%s:4): dead "
+     "letters would be consumed again"},
+    /* ... a name whose topic a pattern matches */
+    {HEAD "routes = (\n" ROUTE("a", "\"^pay-[a-z]+$\"", "t1", "") ",\n" ROUTE("b", "\"pay-eu.dlq\"",
+                                                                              "t2", "") "\n);\n",
+     "%s:5: route b: setting topics: topic pay-eu.dlq is a dead-letter topic of route a (%s:4): "
+     "dead letters would be consumed again"},
+    /* ... into the route itself */
+    {HEAD "routes = (\n" ROUTE("a", "\"pay\",\n    \"^pay[.].*\"", "t1", "") "\n);\n",
+     "%s:5: route a: setting topics: pattern ^pay[.].* matches pay.dlq, a dead-letter topic of "
+     "route a (%s:4): dead letters would be consumed again"},
+    /* ... and without routes */
+    {"kafka = { brokers = \"b\"; group = \"g\";\n  topics = [\"pay\",\n  \"pay.dlq\"]; };\n" M_LINE
+     "dedup = { key = \"k:${id}\"; };\nhandler = { path = \"h.so\"; };\n",
+     "%s:3: setting kafka.topics: topic pay.dlq is a dead-letter topic of these topics "
+     "(dlq.topic is unset: \"<topic>.dlq\"): dead letters would be consumed again"},
+    /* a pattern matching Kafka's internal topics */
+    {HEAD "routes = (\n" ROUTE("a", "\"x\", \"^.*s$\"", "t1", "") "\n);\n",
+     "%s:4: route a: setting topics: pattern ^.*s$ matches __consumer_offsets, an internal topic "
+     "of Kafka: make it match no topic starting with __"},
+    {"kafka = { brokers = \"b\"; group = \"g\";\n  topics = [\"^_.*_state$\"]; };\n" M_LINE
+     "dedup = { key = \"k:${id}\"; };\nhandler = { path = \"h.so\"; };\n",
+     "%s:2: setting kafka.topics: pattern ^_.*_state$ matches __transaction_state, an internal "
+     "topic of Kafka: make it match no topic starting with __"},
+    /* names Kafka refuses: as a topic, as a dead-letter topic */
+    {HEAD "routes = (\n" ROUTE("a", "\"x\", \"pay ments\"", "t1", "") "\n);\n",
+     "%s:4: route a: setting topics: element 2: \"pay ments\" is not a topic name (1 to 249 of "
+     "[A-Za-z0-9._-], not \".\" or \"..\"), nor a pattern (starting with ^)"},
+    {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t1", "\n    dlq = { topic = \"..\"; }; ") "\n);\n",
+     "%s:5: route a: setting dlq.topic: \"..\" is not a topic name (1 to 249 of [A-Za-z0-9._-], "
+     "not \".\" or \"..\")"},
+    {"kafka = { brokers = \"b\"; group = \"g\"; topics = [\"x\"]; };\n" M_LINE
+     "dedup = { key = \"k:${id}\"; };\nhandler = { path = \"h.so\"; };\ndlq = { topic = "
+     "\"x/dead\"; };\n",
+     "%s:5: setting dlq.topic: \"x/dead\" is not a topic name (1 to 249 of [A-Za-z0-9._-], not "
+     "\".\" or \"..\")"},
     /* the top-level route settings beside routes */
     {HEAD "dedup = {\n  ttl = \"3d\";\n};\nroutes = (\n" ROUTE("a", "\"x\"", "t", "") "\n);\n",
      "%s:4: setting dedup.ttl: cannot be set beside routes (%s:6): each route has its own "
@@ -251,6 +311,59 @@ static const struct {
      "%s:3: setting routes: expected a list of one or more groups, ( { name = ...; topics = "
      "[...]; ... }, ... )"},
 };
+
+/* A dead-letter topic of a pattern's topics that another pattern matches
+ * cannot be told when loading: known when such a topic is assigned. */
+START_TEST(test_dlq_route)
+{
+    dd_conf_t *conf =
+        load(HEAD "routes = (\n" ROUTE("a", "\"^pay-[a-z]+$\"", "t1", "") ",\n" ROUTE(
+                 "b", "\"^pay-[a-z]+[.]dlq$\"", "t2",
+                 "") ",\n" ROUTE("c", "\"c\"", "t3", "dlq = { topic = \"c-dead\"; }; ") "\n);\n",
+             NULL);
+
+    ck_assert_msg(conf != NULL, "%s", errstr);
+    ck_assert_int_eq(dd_conf_route_find(conf, "pay-eu.dlq", NULL), 1);
+    ck_assert_int_eq(dd_conf_dlq_route(conf, "pay-eu.dlq"), 0); /* route b must not take it */
+    ck_assert_int_eq(dd_conf_dlq_route(conf, "pay-eu.dlq.dlq"), 1);
+    ck_assert_int_eq(dd_conf_dlq_route(conf, "pay-eu"), -1);
+    ck_assert_int_eq(dd_conf_dlq_route(conf, "c-dead"), 2);
+    ck_assert_int_eq(dd_conf_dlq_route(conf, "c.dlq"), -1); /* c has its dlq.topic */
+    ck_assert_int_eq(dd_conf_dlq_route(conf, ".dlq"), -1);
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+/* A name Kafka takes, but whose "<name>.dlq" it does not: refused unless
+ * the route has a dlq.topic. */
+START_TEST(test_dlq_name_too_long)
+{
+    char name[247], text[1024];
+    dd_conf_t *conf;
+    int err;
+
+    memset(name, 'x', 246);
+    name[246] = '\0';
+    snprintf(text, sizeof(text), HEAD "routes = (\n" ROUTE("a", "\"%s\"", "t1", "") "\n);\n", name);
+    ck_assert_ptr_null(load(text, &err));
+    ck_assert_int_eq(err, DD_ERR_CONFIG);
+    ck_assert_msg(
+        strstr(errstr,
+               ":4: route a: setting topics: topic xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... "
+               "(246 bytes) has no dead-letter topic") != NULL,
+        "%s", errstr);
+    snprintf(text, sizeof(text),
+             HEAD
+             "routes = (\n" ROUTE("a", "\"%s\"", "t1", "dlq = { topic = \"dead\"; }; ") "\n);\n",
+             name);
+    ck_assert_ptr_nonnull(conf = load(text, NULL));
+    dd_conf_destroy(conf);
+    name[245] = '\0'; /* "<name>.dlq" of 249 bytes */
+    snprintf(text, sizeof(text), HEAD "routes = (\n" ROUTE("a", "\"%s\"", "t1", "") "\n);\n", name);
+    ck_assert_ptr_nonnull(conf = load(text, NULL));
+    dd_conf_destroy(conf);
+}
+END_TEST
 
 START_TEST(test_bad_routes)
 {
@@ -333,6 +446,8 @@ int main(void)
     tcase_add_test(tc, test_default_route);
     tcase_add_test(tc, test_two_routes);
     tcase_add_test(tc, test_pattern_overlap_found);
+    tcase_add_test(tc, test_dlq_route);
+    tcase_add_test(tc, test_dlq_name_too_long);
     tcase_add_loop_test(tc, test_bad_routes, 0, (int)DD_ARRAY_LEN(bad_routes));
     tcase_add_test(tc, test_env_refused);
     tcase_add_test(tc, test_too_many_routes);

@@ -14,6 +14,8 @@
 
 #include "dd_common.h"
 #include "dd_conf.h"
+#include "dd_json.h"
+#include "dd_key.h"
 #include "dd_shard.h"
 #include "check_run.h"
 #include "conf_fixture.h"
@@ -45,7 +47,6 @@ START_TEST(test_one_shard)
     ck_assert_str_eq(conf->shards[0].database, "pay");
     ck_assert_str_eq(conf->shards[0].password, "pw");
     ck_assert_int_eq(conf->shards[0].port, 3306);
-    ck_assert_ptr_ne(conf->shards[0].host, conf->mysql.host);
     ck_assert_int_eq(conf->routes[0].dedup.shard_by, DD_SHARD_HASH);
     ck_assert_ptr_null(conf->routes[0].dedup.shard_key);
     ck_assert_int_eq(conf->shard_check, DD_SHARD_CHECK_AUTO);
@@ -114,11 +115,38 @@ START_TEST(test_shards_inherit)
     ck_assert_str_eq(conf->shards[2].password, "envpw");
     ck_assert_str_eq(conf->shards[2].password_env, "DD_TEST_SHARD_PW");
     ck_assert_int_eq(conf->shards[2].tls.mode, DD_TLS_PREFERRED);
-    /* the group keeps its own values */
-    ck_assert_str_eq(conf->mysql.host, "127.0.0.1");
     ck_assert_int_eq(conf->shard_check, DD_SHARD_CHECK_WAIT);
     snprintf(want, sizeof(want), "%s:10", confpath);
     ck_assert_str_eq(conf->shards[1].where, want);
+    dd_conf_destroy(conf);
+}
+END_TEST
+
+/* A shard that sets host is reached over TCP, not through the group's
+ * socket; one that sets nothing of its address keeps the socket; and the
+ * timeouts are inherited like the rest. */
+START_TEST(test_shard_host_over_socket)
+{
+    dd_conf_t *conf = load_ok(K_LINE "mysql = {\n"
+                                     "  socket = \"/run/group.sock\";\n"
+                                     "  database = \"pay\";\n"
+                                     "  read_timeout = \"7s\";\n"
+                                     "  shards = (\n"
+                                     "    { database = \"pay0\"; },\n"
+                                     "    { host = \"10.0.0.2\"; write_timeout = \"3s\"; },\n"
+                                     "    { host = \"10.0.0.3\"; socket = \"/run/s3.sock\"; }\n"
+                                     "  );\n"
+                                     "};\n" D_LINE);
+    char addr[300];
+
+    ck_assert_str_eq(conf->shards[0].socket, "/run/group.sock");
+    ck_assert_ptr_null(conf->shards[1].socket);
+    ck_assert_str_eq(conf->shards[1].host, "10.0.0.2");
+    ck_assert_str_eq(dd_conf_mysql_addr(&conf->shards[1], addr, sizeof(addr)), "10.0.0.2:3306");
+    ck_assert_str_eq(conf->shards[2].socket, "/run/s3.sock");
+    ck_assert_int_eq(conf->shards[1].read_timeout_s, 7);
+    ck_assert_int_eq(conf->shards[1].write_timeout_s, 3);
+    ck_assert_int_eq(conf->shards[0].write_timeout_s, 20);
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -152,6 +180,17 @@ static const struct {
             "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_key = \"${x}\";\n};\n"
             "handler = { path = \"h.so\"; };\n",
      "%s:5: setting dedup.shard_key: ${x} is not a field of dedup.key"},
+    /* the key holds the text ${merchant_id}, not the field */
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"pay$${merchant_id}:${order_no}\";\n"
+            "  shard_key = \"${merchant_id}\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_key: ${merchant_id} is not a field of dedup.key"},
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_key = \"$${m}\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_key: key template has no ${path} placeholder: every message "
+     "would get the same key"},
     {K_LINE "mysql = { database = \"d\"; };\n"
             "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_by = \"map\";\n};\n"
             "handler = { path = \"h.so\"; };\n",
@@ -160,6 +199,20 @@ static const struct {
             "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_by = \"range\";\n};\n"
             "handler = { path = \"h.so\"; };\n",
      "%s:5: setting dedup.shard_by: expected one of hash|modulo|map, got \"range\""},
+    /* modulo and map read a number: literal text would make every key invalid */
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_by = \"modulo\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_by: modulo reads the shard key as a number, and without "
+     "dedup.shard_key it is dedup.key, whose literal text holds 'k': every message would be "
+     "dead-lettered shard_key_invalid (set dedup.shard_key to the numeric field)"},
+    {K_LINE "mysql = { database = \"d\"; };\n"
+            "dedup = {\n  key = \"k:${m}:${id}\";\n  shard_key = \"m${m}\";\n"
+            "  shard_by = \"modulo\";\n};\n"
+            "handler = { path = \"h.so\"; };\n",
+     "%s:5: setting dedup.shard_key: shard_by modulo reads the shard key as a number, but the "
+     "literal text of dedup.shard_key holds 'm': every message would be dead-lettered "
+     "shard_key_invalid"},
     {K_LINE "mysql = {\n  database = \"d\";\n  shard_check = \"never\";\n};\n" D_LINE,
      "%s:4: setting mysql.shard_check: expected one of auto|skip|wait|off, got \"never\""},
     {K_LINE "mysql = {\n  database = \"d\";\n  shards = (\n    { shard_check = \"off\"; }\n"
@@ -225,6 +278,121 @@ START_TEST(test_route_map)
              "2 (0..1)",
              confpath, mappath);
     ck_assert_str_eq(errstr, want);
+
+    /* a map of comments only would dead-letter every message */
+    write_file(mappath, "# moved to the new servers\n\n");
+    ck_assert_ptr_null(load(text, &err));
+    snprintf(want, sizeof(want),
+             "%s:10: setting dedup.shard_map: %s has no range, only blank lines and comments: "
+             "every message would be dead-lettered shard_unmapped",
+             confpath, mappath);
+    ck_assert_str_eq(errstr, want);
+}
+END_TEST
+
+/*
+ * The field checks against rendering. For random templates (literal text,
+ * "$$", literal "$${a}", fields), a lane or shard key is accepted exactly
+ * when every field whose value changes what it renders also changes what
+ * the business key renders: two messages with one key then have one lane
+ * and one shard.
+ */
+
+static const char *const prop_fields[] = {"a", "b", "c", "d.e", "arr[1]"};
+static const char *const prop_lits[] = {":", "-", "x", "$$", "$${a}", "$${b}", "$${d.e}", "pay$$:"};
+/* The payload, and one with each field of prop_fields changed. */
+static const char prop_base[] = "{\"a\":\"va\",\"b\":\"vb\",\"c\":7,\"d\":{\"e\":\"ve\"},"
+                                "\"arr\":[\"z0\",\"z1\"]}";
+static const char *const prop_changed[] = {
+    "{\"a\":\"VA\",\"b\":\"vb\",\"c\":7,\"d\":{\"e\":\"ve\"},\"arr\":[\"z0\",\"z1\"]}",
+    "{\"a\":\"va\",\"b\":\"VB\",\"c\":7,\"d\":{\"e\":\"ve\"},\"arr\":[\"z0\",\"z1\"]}",
+    "{\"a\":\"va\",\"b\":\"vb\",\"c\":7.5,\"d\":{\"e\":\"ve\"},\"arr\":[\"z0\",\"z1\"]}",
+    "{\"a\":\"va\",\"b\":\"vb\",\"c\":7,\"d\":{\"e\":\"VE\"},\"arr\":[\"z0\",\"z1\"]}",
+    "{\"a\":\"va\",\"b\":\"vb\",\"c\":7,\"d\":{\"e\":\"ve\"},\"arr\":[\"z0\",\"Z1\"]}",
+};
+
+/* A random template: literals and up to three fields, a literal between
+ * two fields (else it does not compile, which is not what is tested). */
+static void prop_tmpl(unsigned *seed, char *out, size_t out_size)
+{
+    int fields = rand_r(seed) % 4;
+    size_t len = 0;
+
+    out[0] = '\0';
+    if (rand_r(seed) % 2)
+        len += (size_t)snprintf(out + len, out_size - len, "%s",
+                                prop_lits[rand_r(seed) % DD_ARRAY_LEN(prop_lits)]);
+    for (int i = 0; i < fields; i++) {
+        len += (size_t)snprintf(out + len, out_size - len, "${%s}",
+                                prop_fields[rand_r(seed) % DD_ARRAY_LEN(prop_fields)]);
+        if (i + 1 < fields || rand_r(seed) % 2)
+            len += (size_t)snprintf(out + len, out_size - len, "%s",
+                                    prop_lits[rand_r(seed) % DD_ARRAY_LEN(prop_lits)]);
+    }
+    if (len == 0) snprintf(out, out_size, "static");
+}
+
+/* What text renders over payload json; "" when it does not render. */
+static void prop_render(const dd_key_tmpl_t *tmpl, const char *json, char out[DD_KEY_MAX + 1])
+{
+    dd_json_doc_t *doc = dd_json_doc_new();
+    char why[128];
+    size_t len;
+
+    ck_assert_int_eq(dd_json_parse(doc, json, strlen(json), why, sizeof(why)), 0);
+    if (dd_key_render(tmpl, doc, out, &len, why, sizeof(why)) != DD_KEY_OK) out[0] = '\0';
+    dd_json_doc_destroy(doc);
+}
+
+/* Bit i: changing field i changes what text renders (-1: no template). */
+static int prop_depends(const char *text)
+{
+    char base[DD_KEY_MAX + 1], other[DD_KEY_MAX + 1], err[256];
+    dd_key_tmpl_t *tmpl = NULL;
+    int bits = 0;
+
+    if (dd_key_tmpl_new(&tmpl, text, err, sizeof(err)) != 0) return -1;
+    prop_render(tmpl, prop_base, base);
+    for (size_t i = 0; i < DD_ARRAY_LEN(prop_changed); i++) {
+        prop_render(tmpl, prop_changed[i], other);
+        if (strcmp(base, other) != 0) bits |= 1 << i;
+    }
+    dd_key_tmpl_destroy(tmpl);
+    return bits;
+}
+
+START_TEST(test_key_fields_property)
+{
+    unsigned seed = 29;
+    int accepted = 0, refused = 0;
+
+    for (int n = 0; n < 600; n++) {
+        char key[128], sub[128], text[1024];
+        const char *setting = n % 2 ? "lane_key" : "shard_key";
+        dd_conf_t *conf;
+        int err, kdep, sdep, want;
+
+        prop_tmpl(&seed, key, sizeof(key));
+        prop_tmpl(&seed, sub, sizeof(sub));
+        kdep = prop_depends(key);
+        sdep = prop_depends(sub);
+        if (kdep < 0) continue; /* a key without a field: refused for itself */
+        want = sdep >= 0 && (sdep & ~kdep) == 0;
+        snprintf(text, sizeof(text),
+                 K_LINE
+                 "mysql = { database = \"d\"; shards = ( {}, {} ); };\n"
+                 "dedup = { key = \"%s\"; %s = \"%s\"; };\nhandler = { path = \"h.so\"; };\n",
+                 key, setting, sub);
+        conf = load(text, &err);
+        ck_assert_msg((err == 0) == want, "key \"%s\", %s \"%s\": %s (rendering says %s)", key,
+                      setting, sub, err ? errstr : "accepted", want ? "accept" : "refuse");
+        dd_conf_destroy(conf);
+        accepted += want;
+        refused += !want;
+    }
+    /* both answers were tried many times */
+    ck_assert_int_gt(accepted, 30);
+    ck_assert_int_gt(refused, 30);
 }
 END_TEST
 
@@ -256,10 +424,12 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_one_shard);
     tcase_add_test(tc, test_shards_inherit);
+    tcase_add_test(tc, test_shard_host_over_socket);
     tcase_add_test(tc, test_shard_check_values);
     tcase_add_loop_test(tc, test_bad_shards, 0, (int)DD_ARRAY_LEN(bad_shards));
     tcase_add_test(tc, test_too_many_shards);
     tcase_add_test(tc, test_route_map);
+    tcase_add_test(tc, test_key_fields_property);
     tcase_add_test(tc, test_route_shard_settings);
     suite_add_tcase(s, tc);
     return dd_check_run(s);

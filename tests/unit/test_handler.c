@@ -52,7 +52,7 @@ START_TEST(test_wrong_abi)
 
     load_fails(th_path("th_wrong_abi"), err, sizeof(err));
     ck_assert_msg(strstr(err, "ABI version 999") != NULL, "%s", err);
-    ck_assert_msg(strstr(err, "supports versions 1 to 5") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "supports versions 1 to 6") != NULL, "%s", err);
 }
 END_TEST
 
@@ -248,6 +248,16 @@ START_TEST(test_external)
     msg.biz_key = "later";
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
     ck_assert_str_eq(res.error, "not now");
+    /* host->emit outside handle(): a clear error, outbox on or off. */
+    msg.biz_key = "emit";
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
+    ck_assert_msg(strstr(res.error, "emit: called outside handle() and handle_batch()"), "%s",
+                  res.error);
+    dd_handler_set_outbox(h, "dedup_record", 1000000);
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
+    ck_assert_msg(strstr(res.error, "emit: called outside handle() and handle_batch()"), "%s",
+                  res.error);
+    dd_handler_set_outbox(h, NULL, 0);
     msg.biz_key = "bad";
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_REJECT);
     ck_assert_str_eq(res.error, "handler th_external returned invalid status 42 from act");

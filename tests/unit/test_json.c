@@ -130,19 +130,19 @@ START_TEST(test_tree)
 }
 END_TEST
 
-/* Strings keep every code point with their length: NUL included. */
+/* Strings keep every code point with their length (NUL is refused). */
 START_TEST(test_strings_exact)
 {
     const dd_json_node_t *r =
-        parse("[\"x\\u0000one\",\"x\\u0000two\",\"\\ud83d\\ude00\",\"\\u00E9\","
+        parse("[\"x\\u0001one\",\"x\\u0001two\",\"\\ud83d\\ude00\",\"\\u00E9\","
               "\"\xc3\xa9\",\"a\\nb\"]");
     const dd_json_node_t *s = r + 1;
 
     ck_assert_uint_eq(s->len, 5);
-    ck_assert_int_eq(memcmp(s->str, "x\0one", 5), 0);
+    ck_assert_int_eq(memcmp(s->str, "x\1one", 5), 0);
     s = dd_json_next(s);
     ck_assert_uint_eq(s->len, 5);
-    ck_assert_int_eq(memcmp(s->str, "x\0two", 5), 0);
+    ck_assert_int_eq(memcmp(s->str, "x\1two", 5), 0);
     s = dd_json_next(s);
     ck_assert_uint_eq(s->len, 4);
     ck_assert_int_eq(memcmp(s->str, "\xf0\x9f\x98\x80", 4), 0);
@@ -156,10 +156,10 @@ START_TEST(test_strings_exact)
     ck_assert_uint_eq(s->len, 3);
     ck_assert_int_eq(memcmp(s->str, "a\nb", 3), 0);
     /* names too */
-    r = parse("{\"k\\u0000\":1,\"k\":2}");
+    r = parse("{\"k\\u0001\":1,\"k\":2}");
     ck_assert_int_eq(dd_json_member_sorted(doc, r, 0)->name_len, 1);
     ck_assert_int_eq(dd_json_member_sorted(doc, r, 1)->name_len, 2);
-    ck_assert_ptr_nonnull(dd_json_member(doc, r, "k\0", 2));
+    ck_assert_ptr_nonnull(dd_json_member(doc, r, "k\1", 2));
 }
 END_TEST
 
@@ -194,7 +194,17 @@ START_TEST(test_refuses_with_reason)
         {"{\"a\":{\"b\":1,\"c\":2,\"b\":3}}",
          "duplicate member name \"b\" (first at byte 6) at byte 18"},
         {"{\"\\u0061\":1,\"a\":2}", "duplicate member name \"a\" (first at byte 1) at byte 12"},
-        {"{\"\\u0000\":1,\"\\u0000\":2}", "duplicate member name (first at byte 1) at byte 12"},
+        {"{\"\\u0001\":1,\"\\u0001\":2}", "duplicate member name (first at byte 1) at byte 12"},
+        /* NUL: cJSON, which builds the handlers' tree, would end the string there */
+        {"{\"order_no\":\"o1\\u0000dup\"}", "NUL (\\u0000) in a string at byte 15"},
+        {"{\"order_no\\u0000\":\"o1\"}", "NUL (\\u0000) in a member name at byte 10"},
+        {"\"\\u0000\"", "NUL (\\u0000) in a string at byte 1"},
+        {"{\"merchant_id\":\"m1\",\"order_no\":\"x\\u0000one\"}",
+         "NUL (\\u0000) in a string at byte 33"}, /* docs/KEYS.md's vector */
+        {"{\"a\":[{\"b\":\"\\n\",\"c\\u00e9\\u0000\":1}]}",
+         "NUL (\\u0000) in a member name at byte 24"},
+        {"{\"a\":{\"\\u0000\":1}}", "NUL (\\u0000) in a member name at byte 7"},
+        {"[\"\\ud83d\\ude00\\u0000\"]", "NUL (\\u0000) in a string at byte 14"},
         {"1e1000000000", "exponent out of range in a number (at most 9 digits) at byte 0"},
         {"1e-0001000000000", "exponent out of range in a number (at most 9 digits) at byte 0"},
         {"0e1234567890", "exponent out of range in a number (at most 9 digits) at byte 0"},

@@ -230,8 +230,8 @@ START_TEST(test_render_attacks)
     assert_keys_differ("ev:${id}", "{\"id\":9007199254740993}", "{\"id\":9007199254740992}");
     assert_keys_differ("ev:${id}", "{\"id\":18446744073709551617}",
                        "{\"id\":18446744073709551616}");
-    assert_render("ev:${id}", "{\"id\":\"x\\u0000one\"}", "ev:x%00one");
-    assert_keys_differ("ev:${id}", "{\"id\":\"x\\u0000one\"}", "{\"id\":\"x\\u0000two\"}");
+    assert_render("ev:${id}", "{\"id\":\"x\\u0001one\"}", "ev:x%01one");
+    assert_keys_differ("ev:${id}", "{\"id\":\"x\\u0001one\"}", "{\"id\":\"x\\u0001two\"}");
     assert_render("pay:${merchant_id}:${order_no}", "{\"merchant_id\":\"m1\",\"order_no\":\"A:B\"}",
                   "pay:m1:A%3AB");
     assert_render("pay:${merchant_id}:${order_no}", "{\"merchant_id\":\"m1:A\",\"order_no\":\"B\"}",
@@ -247,6 +247,7 @@ START_TEST(test_render_doc_vectors)
 
     assert_render(t, "{\"merchant_id\":\"m001\",\"order_no\":9007199254740992}",
                   "pay:m001:9007199254740992");
+    assert_render(t, "{\"merchant_id\":\"m1\",\"order_no\":\"x\\u0001one\"}", "pay:m1:x%01one");
     assert_render(t, "{\"merchant_id\":\"100%\",\"order_no\":\"a\\tb\"}", "pay:100%25:a%09b");
     assert_render(t, "{\"order_no\":7.0,\"merchant_id\":\"m1\"}", "pay:m1:7");
     assert_render(t, "{\"merchant_id\":\"m1\",\"order_no\":\"7\"}", "pay:m1:7");
@@ -266,8 +267,8 @@ START_TEST(test_render_escapes)
     const char *t = "pay:${m}:${o}";
 
     assert_render(t, "{\"m\":\"pay\",\"o\":\"100%\"}", "pay:pay:100%25");
-    assert_render(t, "{\"m\":\"a\\nb\\u0000\\u001f\\u007f\",\"o\":\"\\t\"}",
-                  "pay:a%0Ab%00%1F%7F:%09");
+    assert_render(t, "{\"m\":\"a\\nb\\u0001\\u001f\\u007f\",\"o\":\"\\t\"}",
+                  "pay:a%0Ab%01%1F%7F:%09");
     assert_render(t, "{\"m\":\"%3A\",\"o\":\":\"}", "pay:%253A:%3A");
     /* letters of a separator after a placeholder are escaped, in every type */
     assert_render("${a}x${b}", "{\"a\":\"box\",\"b\":\"xx\"}", "bo%78x%78%78");
@@ -294,7 +295,7 @@ static int key_cmp(const void *a, const void *b)
  * no two value triples give one key. */
 START_TEST(test_render_injective)
 {
-    static const char alpha[] = {':', 'A', '%', '3', 'x', '\n', '\0'};
+    static const char alpha[] = {':', 'A', '%', '3', 'x', '\n', '\1'};
     enum { NA = sizeof(alpha), NS = 1 + NA + NA * NA };
     char strs[NS][3];
     size_t slen[NS], n = 0, cnt = 0;
@@ -354,8 +355,8 @@ START_TEST(test_render_missing)
     assert_missing("${a[0]}", "{\"a\":{\"0\":1}}", "field a[0] is missing (a is an object)");
     assert_missing("${a}", "[1]", "field a is missing (the payload is an array)");
     assert_missing("ok:${a}:${b}", "{\"a\":1}", "field b is missing");
-    /* a member name with NUL is not the path's name */
-    assert_missing("${id}", "{\"id\\u0000\":1}", "field id is missing");
+    /* a member name with a control byte is not the path's name */
+    assert_missing("${id}", "{\"id\\u0001\":1}", "field id is missing");
 }
 END_TEST
 
@@ -386,12 +387,12 @@ START_TEST(test_render_length)
     ck_assert_uint_eq(strlen(out), 255);
     ck_assert_int_eq(memcmp(out, "k:xxx", 5), 0);
 
-    /* 85 NULs are 255 bytes of escapes, 86 are too many */
+    /* 85 control bytes are 255 bytes of escapes, 86 are too many */
     {
         size_t len = strlen(strcpy(json, "{\"s\":\""));
 
         for (int i = 0; i < 86; i++, len += 6)
-            memcpy(json + len, "\\u0000", 6);
+            memcpy(json + len, "\\u0001", 6);
         strcpy(json + len, "\"}");
         dd_key_tmpl_destroy(tmpl);
         tmpl = tmpl_ok("${s}");
@@ -427,6 +428,36 @@ START_TEST(test_render_length)
 }
 END_TEST
 
+/* What a template is made of comes from its parsed form: "$${a}" is
+ * literal text, not the field a; the text written back is the one
+ * spelling the template was read from. */
+START_TEST(test_tmpl_parts)
+{
+    dd_key_tmpl_t *key = tmpl_ok("pay$${merchant_id}:${order_no}:${a.b[2]}");
+    dd_key_tmpl_t *m = tmpl_ok("${merchant_id}"), *o = tmpl_ok("${order_no}-${a.b[2]}");
+    dd_key_tmpl_t *near = tmpl_ok("${a.b[20]}"), *prefix = tmpl_ok("${a.b}");
+    char text[64];
+
+    ck_assert_int_eq(dd_key_tmpl_path_cnt(key), 2);
+    ck_assert_str_eq(dd_key_tmpl_path(key, 0)->text, "order_no");
+    ck_assert_str_eq(dd_key_tmpl_path(key, 1)->text, "a.b[2]");
+    ck_assert_ptr_null(dd_key_tmpl_path(key, 2));
+    ck_assert_str_eq(dd_key_tmpl_outside(m, key)->text, "merchant_id");
+    ck_assert_ptr_null(dd_key_tmpl_outside(o, key));
+    ck_assert_str_eq(dd_key_tmpl_outside(near, key)->text, "a.b[20]");
+    ck_assert_str_eq(dd_key_tmpl_outside(prefix, key)->text, "a.b");
+    ck_assert_uint_eq(dd_key_tmpl_text(key, text, sizeof(text)), 40);
+    ck_assert_str_eq(text, "pay$${merchant_id}:${order_no}:${a.b[2]}");
+    ck_assert_uint_eq(dd_key_tmpl_text(key, text, 8), 40); /* cut, as snprintf */
+    ck_assert_str_eq(text, "pay$${m");
+    dd_key_tmpl_destroy(key);
+    dd_key_tmpl_destroy(m);
+    dd_key_tmpl_destroy(o);
+    dd_key_tmpl_destroy(near);
+    dd_key_tmpl_destroy(prefix);
+}
+END_TEST
+
 static Suite *key_suite(void)
 {
     Suite *s = suite_create("key");
@@ -443,6 +474,7 @@ static Suite *key_suite(void)
     tcase_add_test(tc, test_render_injective);
     tcase_add_test(tc, test_render_missing);
     tcase_add_test(tc, test_render_length);
+    tcase_add_test(tc, test_tmpl_parts);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,8 @@
 /*
  * The lane group stands on the layers below it alone: this program links
- * only libddbase (L0-L4) and libddlanes (L5), no pipeline, no replay, no
- * command, so it stops linking the day a lane reaches up into one of them.
+ * only lanes_lib (src/lanes/ and the layers below it), no pipeline, no
+ * replay, no command, so it stops linking the day a lane reaches up into
+ * one of them.
  * It then creates a group with a trivial handler, starts and stops it:
  * against the test MariaDB when DD_TEST_MYSQL_SOCKET is set (scripts/test
  * always sets it), else against a socket that does not exist, where the

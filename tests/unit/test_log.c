@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -132,6 +133,32 @@ START_TEST(test_rdkafka_levels)
 }
 END_TEST
 
+/* $JOURNAL_STREAM names a stream by DEV:INODE: the file's own matches,
+ * another file's, a malformed value or none does not. */
+START_TEST(test_journal_stream)
+{
+    char a[] = "/tmp/dd-test-log-a.XXXXXX", b[] = "/tmp/dd-test-log-b.XXXXXX", env[64];
+    int fa = mkstemp(a), fb = mkstemp(b);
+    struct stat st;
+
+    ck_assert_int_ge(fa, 0);
+    ck_assert_int_ge(fb, 0);
+    ck_assert_int_eq(fstat(fa, &st), 0);
+    snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    ck_assert_int_eq(dd_log_journal_stream(env, fa), 1);
+    ck_assert_int_eq(dd_log_journal_stream(env, fb), 0);
+    ck_assert_int_eq(dd_log_journal_stream(NULL, fa), 0);
+    ck_assert_int_eq(dd_log_journal_stream("12", fa), 0);
+    strcat(env, "x");
+    ck_assert_int_eq(dd_log_journal_stream(env, fa), 0);
+    close(fa);
+    close(fb);
+    unlink(a);
+    unlink(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("log");
@@ -141,6 +168,7 @@ int main(void)
     tcase_add_test(tc, test_fields_json);
     tcase_add_test(tc, test_limit);
     tcase_add_test(tc, test_rdkafka_levels);
+    tcase_add_test(tc, test_journal_stream);
     suite_add_tcase(s, tc);
     return dd_check_run(s);
 }

@@ -116,8 +116,9 @@ START_TEST(test_counters_exact)
      * (the shard reasons with several shards only, which this is not). */
     ck_assert_ptr_null(strstr(text, "shard=\""));
     ck_assert_ptr_null(strstr(text, "dedupd_shard_"));
-    for (int i = 0; i < dd_stats_reason_cnt(s.shard_cnt); i++) {
+    for (int i = 0; i < DD_REASON_CNT; i++) {
         char series[128], v[64];
+        if (!dd_stats_reason_listed((dd_reason_t)i, s.shard_cnt)) continue;
         snprintf(series, sizeof(series),
                  "dedupd_dead_letters_total{route=\"default\",reason=\"%s\"}",
                  dd_reason2str((dd_reason_t)i));
@@ -288,6 +289,7 @@ START_TEST(test_lag_labels)
     snprintf(lags[0].topic, sizeof(lags[0].topic), "payments");
     lags[0].partition = 0;
     lags[0].lag = 17;
+    lags[0].group = "tg"; /* the group first, as kafka_exporter's consumergroup */
     snprintf(lags[1].topic, sizeof(lags[1].topic), "we\"ird\\t\nopic");
     lags[1].partition = 12;
     lags[1].lag = 0;
@@ -295,7 +297,8 @@ START_TEST(test_lag_labels)
     lags[2].partition = 1;
     lags[2].lag = -1; /* unknown: left out */
     text = render(&s, lags, 3);
-    ck_sample_eq(text, "dedupd_consumer_lag{topic=\"payments\",partition=\"0\"}", "17");
+    ck_sample_eq(text, "dedupd_consumer_lag{group=\"tg\",topic=\"payments\",partition=\"0\"}",
+                 "17");
     ck_sample_eq(text, "dedupd_consumer_lag{topic=\"we\\\"ird\\\\t\\nopic\",partition=\"12\"}",
                  "0");
     ck_assert_ptr_null(
@@ -305,6 +308,35 @@ START_TEST(test_lag_labels)
 END_TEST
 
 /* Every line is a comment (# HELP / # TYPE) or "name[{labels}] value". */
+/* The liveness rule /healthz and the systemd watchdog share. */
+START_TEST(test_health)
+{
+    dd_stats_t s;
+    char why[200];
+
+    memset(&s, 0, sizeof(s));
+    s.running = 1;
+    /* before the loop's first turn: measured from the start */
+    ck_assert_int_eq(dd_stats_health(&s, 10000, 9000, 9000, 60000, why, sizeof(why)), DD_HEALTH_OK);
+    ck_assert_int_eq(dd_stats_health(&s, 50000, 9000, 9000, 60000, why, sizeof(why)),
+                     DD_HEALTH_STUCK);
+    ck_assert_ptr_nonnull(strstr(why, "has not turned for 41000 ms"));
+    s.last_loop_ms = 100000;
+    s.inflight = 3;
+    s.last_finish_ms = 50000;
+    /* in flight, none finished for longer than stuck_after since idle */
+    ck_assert_int_eq(dd_stats_health(&s, 100010, 0, 30000, 60000, why, sizeof(why)), DD_HEALTH_OK);
+    ck_assert_int_eq(dd_stats_health(&s, 100010, 0, 30000, 40000, why, sizeof(why)),
+                     DD_HEALTH_STUCK);
+    ck_assert_str_eq(why, "stuck: 3 message(s) in flight and none finished for 50010 ms");
+    /* seen idle recently: the work started then */
+    ck_assert_int_eq(dd_stats_health(&s, 100010, 0, 99000, 40000, why, sizeof(why)), DD_HEALTH_OK);
+    s.running = 0;
+    ck_assert_int_eq(dd_stats_health(&s, 100010, 0, 99000, 40000, why, sizeof(why)),
+                     DD_HEALTH_STOPPING);
+}
+END_TEST
+
 START_TEST(test_lines_well_formed)
 {
     dd_stats_t s;
@@ -412,6 +444,7 @@ int main(void)
     tcase_add_test(tc, test_histogram_cumulative);
     tcase_add_test(tc, test_lag_labels);
     tcase_add_test(tc, test_lines_well_formed);
+    tcase_add_test(tc, test_health);
     tcase_add_test(tc, test_process_metrics);
     tcase_add_test(tc, test_process_read);
     tcase_add_test(tc, test_build_info);

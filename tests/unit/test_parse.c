@@ -15,7 +15,7 @@
 #include "dd_parse.h"
 #include "check_run.h"
 
-static dd_conf_t conf;
+static dd_conf_route_t conf;
 static dd_key_tmpl_t *tmpl;
 static dd_json_doc_t *doc;
 
@@ -165,6 +165,12 @@ START_TEST(test_refusals)
         {"{\"id\":\"a\"}}", DD_REASON_BAD_JSON,
          "invalid JSON: trailing data after the JSON value at byte 10"},
         {"\xff", DD_REASON_BAD_JSON, "invalid JSON: invalid UTF-8 at byte 0"},
+        /* what the handlers' tree (cJSON) would cut: four payloads, four keys,
+         * one value to a handler */
+        {"{\"merchant_id\":\"m1\",\"id\":\"o1\\u0000dup\"}", DD_REASON_BAD_JSON,
+         "invalid JSON: NUL (\\u0000) in a string at byte 28"},
+        {"{\"id\\u0000\":\"o1\",\"id\":\"zz\"}", DD_REASON_BAD_JSON,
+         "invalid JSON: NUL (\\u0000) in a member name at byte 4"},
         {"", DD_REASON_BAD_JSON, "empty payload"},
         {"{\"x\":1}", DD_REASON_KEY_MISSING, "field id is missing"},
         {"{\"id\":null}", DD_REASON_KEY_MISSING, "field id is null"},
@@ -194,10 +200,10 @@ START_TEST(test_refusals)
 END_TEST
 
 /* On success the document stays for the hash and the lane key; the key
- * has no NUL even when the value has. */
+ * has no control byte even when the value has. */
 START_TEST(test_key_and_doc)
 {
-    const char *text = "{\"id\":\"x\\u0000one\",\"n\":9007199254740993}";
+    const char *text = "{\"id\":\"x\\u0001one\",\"n\":9007199254740993}";
     char key[DD_KEY_MAX + 1], err[256];
     size_t key_len;
     dd_reason_t reason;
@@ -206,11 +212,164 @@ START_TEST(test_key_and_doc)
     ck_assert_int_eq(dd_parse_message(doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text),
                                       &json, key, &key_len, &reason, err, sizeof(err)),
                      DD_OK);
-    ck_assert_str_eq(key, "k:x%00one");
+    ck_assert_str_eq(key, "k:x%01one");
     ck_assert_uint_eq(key_len, 9);
     ck_assert_ptr_nonnull(json);
     ck_assert_uint_eq(dd_json_root(doc)->len, 2);
     cJSON_Delete(json);
+}
+END_TEST
+
+/*
+ * What a handler reads is what the key was built from: for random payloads
+ * (escapes, non-ASCII, NULs, names that differ in a byte or an escape),
+ * every member a handler finds in the cJSON tree, by the name cJSON gives
+ * it, holds exactly the bytes dd_json holds under that name, and the
+ * field "f" a handler reads equals the value ${f} rendered into the key.
+ * Or the payload is refused.
+ */
+
+/* Pieces of string text: plain, escaped, multi-byte, and NUL. */
+static const char *const pieces[] = {
+    "f",
+    "F",
+    "a",
+    "%",
+    "%00",
+    "\xc3\xa9",
+    "\xf0\x9f\x98\x80",
+    "\\n",
+    "\\\"",
+    "\\\\",
+    "\\/",
+    "\\u0066",
+    "\\u00e9",
+    "\\u00E9",
+    "\\u0001",
+    "\\u001f",
+    "\\u007f",
+    "\\ud83d\\ude00",
+    "\\u0000",
+    "\\u0000",
+    "x",
+};
+
+static size_t rand_string(char *out, unsigned *seed, int max_pieces)
+{
+    int n = (int)(rand_r(seed) % (unsigned)(max_pieces + 1));
+    size_t len = 0;
+
+    for (int i = 0; i < n; i++)
+        len +=
+            (size_t)sprintf(out + len, "%s", pieces[rand_r(seed) % (unsigned)DD_ARRAY_LEN(pieces)]);
+    return len;
+}
+
+/* A member name: "f", "f" spelled otherwise or followed by more, or random. */
+static size_t rand_name(char *out, unsigned *seed)
+{
+    static const char *const fs[] = {"f", "\\u0066", "f\\u0000", "f\\u0000x", "F"};
+    unsigned r = rand_r(seed) % 4;
+
+    if (r == 0) return (size_t)sprintf(out, "%s", fs[rand_r(seed) % DD_ARRAY_LEN(fs)]);
+    return rand_string(out, seed, 3);
+}
+
+/* The bytes a key holds for one value (%XX decoded), into out. */
+static size_t key_decode(const char *key, size_t key_len, char *out)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < key_len; i++) {
+        unsigned v;
+        if (key[i] == '%' && i + 2 < key_len + 1 && sscanf(key + i + 1, "%2x", &v) == 1) {
+            out[n++] = (char)v;
+            i += 2;
+        } else {
+            out[n++] = key[i];
+        }
+    }
+    return n;
+}
+
+/* cJSON's tree against the document: each member, by its cJSON name. */
+static void tree_matches_doc(const cJSON *json, const char *text)
+{
+    const dd_json_node_t *root = dd_json_root(doc);
+    const cJSON *c;
+    uint32_t cnt = 0;
+
+    ck_assert_ptr_nonnull(root);
+    cJSON_ArrayForEach(c, json)
+    {
+        const dd_json_node_t *m = dd_json_member(doc, root, c->string, strlen(c->string));
+        cnt++;
+        ck_assert_msg(m != NULL, "%s: the handler sees a member %s the key does not", text,
+                      c->string);
+        ck_assert(cJSON_IsString(c) && m->type == DD_JSON_STRING);
+        ck_assert_msg(
+            m->len == strlen(c->valuestring) && memcmp(m->str, c->valuestring, m->len) == 0,
+            "%s: member %s: the handler reads another value than the key's", text, c->string);
+    }
+    ck_assert_uint_eq(cnt, root->len);
+}
+
+START_TEST(test_handler_reads_the_key_s_value)
+{
+    char text[1024], name[256], key[DD_KEY_MAX + 1], err[256], want[DD_KEY_MAX + 1];
+    unsigned seed = 29;
+    dd_key_tmpl_t *ft;
+    dd_parse_pool_t *pool;
+    int accepted = 0, nul_refused = 0;
+
+    ck_assert_int_eq(dd_key_tmpl_new(&ft, "${f}", err, sizeof(err)), DD_OK);
+    ck_assert_int_eq(dd_parse_pool_new(&pool, 100, err, sizeof(err)), DD_OK);
+    for (int i = 0; i < 20000; i++) {
+        int members = 1 + (int)(rand_r(&seed) % 4), f_at = (int)(rand_r(&seed) % (unsigned)members);
+        size_t len = 0, key_len = 0;
+        dd_reason_t reason = DD_REASON_CNT;
+        cJSON *json = NULL;
+        const cJSON *f;
+        int rc;
+
+        text[len++] = '{';
+        for (int m = 0; m < members; m++) {
+            if (m == f_at)
+                len += (size_t)sprintf(text + len, "%s\"f\":\"", m ? "," : "");
+            else {
+                rand_name(name, &seed);
+                len += (size_t)sprintf(text + len, "%s\"%s\":\"", m ? "," : "", name);
+            }
+            len += rand_string(text + len, &seed, 6);
+            text[len++] = '"';
+        }
+        text[len++] = '}';
+        text[len] = '\0';
+        rc = dd_parse_message_into(i % 2 ? pool : NULL, doc, conf.dedup.max_payload_bytes, ft, text,
+                                   len, &json, key, &key_len, &reason, err, sizeof(err));
+        if (rc != DD_OK) {
+            ck_assert_ptr_null(json);
+            if (strstr(text, "\\u0000")) {
+                ck_assert_msg(reason == DD_REASON_BAD_JSON, "%s: %s", text, err);
+                nul_refused += strstr(err, "NUL (\\u0000)") != NULL;
+            }
+            continue;
+        }
+        accepted++;
+        tree_matches_doc(json, text);
+        f = cJSON_GetObjectItemCaseSensitive(json, "f");
+        ck_assert(cJSON_IsString(f));
+        ck_assert_msg(key_decode(key, key_len, want) == strlen(f->valuestring) &&
+                          memcmp(want, f->valuestring, strlen(f->valuestring)) == 0,
+                      "%s: key %s, the handler reads \"%s\"", text, key, f->valuestring);
+        ck_assert_msg(!strstr(text, "\\u0000"), "%s: accepted with a NUL", text);
+        dd_parse_release(i % 2 ? pool : NULL, json);
+    }
+    /* both sides were exercised */
+    ck_assert_int_gt(accepted, 3000);
+    ck_assert_int_gt(nul_refused, 3000);
+    dd_parse_pool_destroy(pool);
+    dd_key_tmpl_destroy(ft);
 }
 END_TEST
 
@@ -224,6 +383,7 @@ static Suite *dd_parse_suite(void)
     tcase_add_test(tc, test_chunks_reused_and_bounded);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_key_and_doc);
+    tcase_add_test(tc, test_handler_reads_the_key_s_value);
     suite_add_tcase(s, tc);
     return s;
 }

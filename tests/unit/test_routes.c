@@ -13,6 +13,8 @@
 
 #include "dd_common.h"
 #include "dd_conf.h"
+#include "dd_json.h"
+#include "dd_migrate.h"
 #include "dd_routes.h"
 #include "check_run.h"
 
@@ -126,6 +128,143 @@ START_TEST(test_handler_failure_named)
 }
 END_TEST
 
+/* A configuration of four shards over one route whose dedup group has
+ * `extra`, written to dir (kept: a map may be written there). */
+static dd_conf_t *sharded(const char *dir, const char *extra)
+{
+    dd_conf_t *conf = NULL;
+    FILE *fp;
+
+    snprintf(confpath, sizeof(confpath), "%s/dedupd.conf", dir);
+    ck_assert_ptr_nonnull(fp = fopen(confpath, "w"));
+    fprintf(fp,
+            "kafka = { brokers = \"b:9092\"; group = \"g\"; topics = [\"t\"]; };\n"
+            "mysql = { database = \"db\"; shards = ( {}, {}, {}, {} ); };\n"
+            "dedup = { key = \"k:${id}:${amount}\"; %s };\n"
+            "handler = { path = \"h.so\"; };\n",
+            extra);
+    fclose(fp);
+    ck_assert_msg(dd_conf_load(&conf, confpath, errstr, sizeof(errstr)) == 0, "%s", errstr);
+    return conf;
+}
+
+/* The shard of payload json under route 0 of routes. */
+static int shard_of(const dd_routes_t *routes, const char *json)
+{
+    dd_json_doc_t *doc = dd_json_doc_new();
+    char why[256];
+    int reason = 0, shard;
+
+    ck_assert_int_eq(dd_json_parse(doc, json, strlen(json), why, sizeof(why)), 0);
+    shard = dd_routes_shard(&routes->route[0], doc, "unused", 6, &reason, why, sizeof(why));
+    dd_json_doc_destroy(doc);
+    return shard;
+}
+
+/* A number in a shard key is rendered canonically: 1.50 hashes "1.5", as
+ * 1.5 does, while the string "1.50" hashes as written. docs/SHARDS.md's
+ * vectors: CRC32('1.5') % 4 = 2, CRC32('1.50') % 4 = 0, CRC32('100') % 4
+ * = 2, CRC32('100.00') % 4 = 1. */
+START_TEST(test_shard_key_numbers)
+{
+    char dir[PATH_MAX] = "/tmp/dd_test_routes.XXXXXX";
+    dd_routes_t *routes = NULL;
+    dd_conf_t *conf;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    conf = sharded(dir, "shard_key = \"${amount}\";");
+    ck_assert_msg(dd_routes_new(&routes, conf, NULL, errstr, sizeof(errstr)) == DD_OK, "%s",
+                  errstr);
+    ck_assert_int_eq(shard_of(routes, "{\"id\":\"x\",\"amount\":1.50}"), 2);
+    ck_assert_int_eq(shard_of(routes, "{\"id\":\"x\",\"amount\":1.5}"), 2);
+    ck_assert_int_eq(shard_of(routes, "{\"id\":\"x\",\"amount\":15e-1}"), 2);
+    ck_assert_int_eq(shard_of(routes, "{\"id\":\"x\",\"amount\":\"1.50\"}"), 0);
+    ck_assert_int_eq(shard_of(routes, "{\"id\":\"x\",\"amount\":100.00}"), 2);
+    ck_assert_int_eq(shard_of(routes, "{\"id\":\"x\",\"amount\":\"100.00\"}"), 1);
+    dd_routes_destroy(routes);
+    dd_conf_destroy(conf);
+    unlink(confpath);
+    rmdir(dir);
+}
+END_TEST
+
+/* The routes use the map the configuration read (and the layout compares):
+ * a map file changed in between is refused. */
+START_TEST(test_shard_map_changed)
+{
+    char dir[PATH_MAX] = "/tmp/dd_test_routes.XXXXXX", map[PATH_MAX + 16];
+    dd_routes_t *routes = (dd_routes_t *)1;
+    dd_conf_t *conf;
+    FILE *fp;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(map, sizeof(map), "%s/s.map", dir);
+    ck_assert_ptr_nonnull(fp = fopen(map, "w"));
+    fputs("0 99 0\n100 199 1\n", fp);
+    fclose(fp);
+    conf = sharded(dir, "shard_key = \"${id}\"; shard_by = \"map\"; shard_map = \"s.map\";");
+    ck_assert_uint_eq(strlen(conf->routes[0].dedup.shard_map_digest), 64);
+    ck_assert_ptr_nonnull(fp = fopen(map, "w"));
+    fputs("0 99 1\n100 199 0\n", fp);
+    fclose(fp);
+    ck_assert_int_eq(dd_routes_new(&routes, conf, NULL, errstr, sizeof(errstr)), DD_ERR_CONFIG);
+    ck_assert_ptr_null(routes);
+    ck_assert_ptr_nonnull(strstr(errstr, "changed after the configuration was loaded"));
+    dd_conf_destroy(conf);
+    unlink(map);
+    unlink(confpath);
+    rmdir(dir);
+}
+END_TEST
+
+/* What the recorded layout compares, from the configuration: the shard
+ * key as parsed (the key's own template is the business key), the digest
+ * of the map the configuration read, nothing per route with one shard. */
+START_TEST(test_layout_of)
+{
+    static const struct {
+        const char *extra, *shard_by, *shard_key;
+    } v[] = {
+        {"", "hash", ""},
+        {"shard_key = \"${amount}\";", "hash", "${amount}"},
+        {"shard_key = \"k:${id}:${amount}\";", "hash", ""},
+        {"shard_key = \"${id}\"; shard_by = \"modulo\";", "modulo", "${id}"},
+    };
+    char dir[PATH_MAX] = "/tmp/dd_test_routes.XXXXXX", map[PATH_MAX + 16];
+    dd_migrate_layout_t layout;
+    dd_conf_t *conf;
+    FILE *fp;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        conf = sharded(dir, v[i].extra);
+        ck_assert_int_eq(dd_migrate_layout_of(conf, 3, &layout, errstr, sizeof(errstr)), DD_OK);
+        ck_assert_int_eq(layout.shard, 3);
+        ck_assert_int_eq(layout.shard_cnt, 4);
+        ck_assert_int_eq(layout.route_cnt, 1);
+        ck_assert_str_eq(layout.route[0].table, "dedup_record");
+        ck_assert_str_eq(layout.route[0].shard_by, v[i].shard_by);
+        ck_assert_str_eq(layout.route[0].shard_key, v[i].shard_key);
+        ck_assert_str_eq(layout.route[0].map, "");
+        dd_conf_destroy(conf);
+    }
+    snprintf(map, sizeof(map), "%s/s.map", dir);
+    ck_assert_ptr_nonnull(fp = fopen(map, "w"));
+    fputs("0 99 0\n100 199 1\n", fp);
+    fclose(fp);
+    conf = sharded(dir, "shard_key = \"${id}\"; shard_by = \"map\"; shard_map = \"s.map\";");
+    ck_assert_int_eq(dd_migrate_layout_of(conf, 0, &layout, errstr, sizeof(errstr)), DD_OK);
+    /* python3 -c 'import hashlib; print(hashlib.sha256(b"0 99 0\n100 199 1\n").hexdigest())' */
+    ck_assert_str_eq(layout.route[0].map,
+                     "5d2e891af54c76f6f3903bc590531896f93112120c1854b202be29b53acb2903");
+    ck_assert_str_eq(layout.route[0].shard_by, "map");
+    dd_conf_destroy(conf);
+    unlink(map);
+    unlink(confpath);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("routes");
@@ -134,6 +273,9 @@ int main(void)
     tcase_add_test(tc, test_routes_compiled);
     tcase_add_test(tc, test_handlers_per_route);
     tcase_add_test(tc, test_handler_failure_named);
+    tcase_add_test(tc, test_shard_key_numbers);
+    tcase_add_test(tc, test_shard_map_changed);
+    tcase_add_test(tc, test_layout_of);
     suite_add_tcase(s, tc);
     return dd_check_run(s);
 }

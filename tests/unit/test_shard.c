@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dd_common.h"
@@ -36,6 +37,16 @@ static void write_map(const char *text)
 
     ck_assert_ptr_nonnull(fp);
     fputs(text, fp);
+    fclose(fp);
+}
+
+/* The map file holds text[0..len), NUL bytes included. */
+static void write_map_n(const char *text, size_t len)
+{
+    FILE *fp = fopen(mappath, "w");
+
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fwrite(text, 1, len, fp), len);
     fclose(fp);
 }
 
@@ -164,6 +175,93 @@ START_TEST(test_bad_maps)
 }
 END_TEST
 
+/* A NUL byte ends a C string: what follows it was once skipped unread. */
+START_TEST(test_map_nul)
+{
+    static const char junk[] = "0 10 0 \0 junk\n";
+    static const char late[] = "0 10 0\n# a comment \0 x\n";
+    dd_shard_map_t *map = (dd_shard_map_t *)1;
+    char want[PATH_MAX + 512];
+
+    write_map_n(junk, sizeof(junk) - 1);
+    ck_assert_int_eq(dd_shard_map_load(&map, mappath, 3, errstr, sizeof(errstr)), DD_ERR_CONFIG);
+    ck_assert_ptr_null(map);
+    snprintf(want, sizeof(want), "%s:1: NUL byte at column 8", mappath);
+    ck_assert_str_eq(errstr, want);
+    write_map_n(late, sizeof(late) - 1);
+    ck_assert_int_eq(dd_shard_map_load(&map, mappath, 3, errstr, sizeof(errstr)), DD_ERR_CONFIG);
+    snprintf(want, sizeof(want), "%s:2: NUL byte at column 13", mappath);
+    ck_assert_str_eq(errstr, want);
+}
+END_TEST
+
+/* A map without a range would dead-letter every message. */
+START_TEST(test_map_empty)
+{
+    static const char *const empty[] = {"", "# only comments\n\n   # and blanks\n", "\n\n"};
+    dd_shard_map_t *map = (dd_shard_map_t *)1;
+    char want[PATH_MAX + 512];
+
+    snprintf(want, sizeof(want),
+             "%s has no range, only blank lines and comments: every message would be "
+             "dead-lettered shard_unmapped",
+             mappath);
+    for (size_t i = 0; i < DD_ARRAY_LEN(empty); i++) {
+        write_map(empty[i]);
+        ck_assert_int_eq(dd_shard_map_load(&map, mappath, 3, errstr, sizeof(errstr)),
+                         DD_ERR_CONFIG);
+        ck_assert_ptr_null(map);
+        ck_assert_str_eq(errstr, want);
+    }
+}
+END_TEST
+
+/* The digest of text as a map for 3 shards. */
+static void map_digest(const char *text, char out[65])
+{
+    dd_shard_map_t *map = NULL;
+
+    write_map(text);
+    ck_assert_msg(dd_shard_map_load(&map, mappath, 3, errstr, sizeof(errstr)) == 0, "%s", errstr);
+    ck_assert_uint_eq(strlen(map->digest), 64);
+    memcpy(out, map->digest, 65);
+    dd_shard_map_destroy(map);
+}
+
+/* The digest is what the map decides: the same for files that place every
+ * key alike, another as soon as one key moves or falls out. */
+START_TEST(test_map_digest)
+{
+    static const char *const same[] = {
+        "0 99 0\n100 199 1\n",
+        "# comment\n100   199\t1 # the big ones\n\n0 99 0\n",
+        "0 49 0\n50 99 0\n100 199 1\n",
+        "000 099 0\n100 150 1\n151 199 1\n",
+    };
+    static const char *const other[] = {
+        "0 99 0\n100 199 2\n", /* a range to another shard */
+        "0 98 0\n100 199 1\n", /* a key unmapped */
+        "0 99 0\n100 200 1\n", /* a key mapped */
+        "0 99 1\n100 199 0\n", /* two ranges swapped */
+        "0 99 0\n",            /* a range gone */
+    };
+    char first[65], d[65];
+
+    map_digest(same[0], first);
+    for (size_t i = 1; i < DD_ARRAY_LEN(same); i++) {
+        map_digest(same[i], d);
+        ck_assert_msg(strcmp(first, d) == 0, "map %zu", i);
+    }
+    for (size_t i = 0; i < DD_ARRAY_LEN(other); i++) {
+        map_digest(other[i], d);
+        ck_assert_msg(strcmp(first, d) != 0, "map %zu", i);
+    }
+    /* the vector of docs/SHARDS.md: sha256sum of the canonical lines */
+    map_digest("0 18446744073709551615 2\n", d);
+    ck_assert_str_eq(d, "464ecfd28454c2e37d3142eb7f38550056f5624725c1da92d68848b9140392e9");
+}
+END_TEST
+
 START_TEST(test_missing_map)
 {
     dd_shard_map_t *map = NULL;
@@ -171,6 +269,22 @@ START_TEST(test_missing_map)
     ck_assert_int_eq(dd_shard_map_load(&map, "/nonexistent/shards.map", 3, errstr, sizeof(errstr)),
                      DD_ERR_CONFIG);
     ck_assert_str_eq(errstr, "cannot read /nonexistent/shards.map: No such file or directory");
+}
+END_TEST
+
+/* A FIFO would block the load until a writer came; a directory is no map. */
+START_TEST(test_map_not_a_file)
+{
+    dd_shard_map_t *map = NULL;
+    char want[PATH_MAX + 512];
+
+    unlink(mappath);
+    ck_assert_int_eq(mkfifo(mappath, 0600), 0);
+    ck_assert_int_eq(dd_shard_map_load(&map, mappath, 3, errstr, sizeof(errstr)), DD_ERR_CONFIG);
+    snprintf(want, sizeof(want), "cannot read %s: not a regular file", mappath);
+    ck_assert_str_eq(errstr, want);
+    ck_assert_int_eq(dd_shard_map_load(&map, "/tmp", 3, errstr, sizeof(errstr)), DD_ERR_CONFIG);
+    ck_assert_str_eq(errstr, "cannot read /tmp: not a regular file");
 }
 END_TEST
 
@@ -194,7 +308,11 @@ int main(void)
     tcase_add_test(tc, test_modulo);
     tcase_add_test(tc, test_map);
     tcase_add_loop_test(tc, test_bad_maps, 0, (int)DD_ARRAY_LEN(bad_maps));
+    tcase_add_test(tc, test_map_nul);
+    tcase_add_test(tc, test_map_empty);
+    tcase_add_test(tc, test_map_digest);
     tcase_add_test(tc, test_missing_map);
+    tcase_add_test(tc, test_map_not_a_file);
     tcase_add_test(tc, test_by_names);
     suite_add_tcase(s, tc);
     return dd_check_run(s);

@@ -67,6 +67,24 @@ START_TEST(test_json_quote_bounded)
 }
 END_TEST
 
+START_TEST(test_visible)
+{
+    char out[64];
+
+    dd_text_visible(out, sizeof(out), "plain text, caf\xc3\xa9");
+    ck_assert_str_eq(out, "plain text, caf\xc3\xa9");
+    dd_text_visible(out, sizeof(out), "a\x1b[31mred\x07\r\n\x7f");
+    ck_assert_str_eq(out, "a\\x1b[31mred\\x07\\x0d\\x0a\\x7f");
+    dd_text_visible(out, sizeof(out),
+                    "csi\xc2\x9b"
+                    "2J back\\slash");
+    ck_assert_str_eq(out, "csi\\u009b2J back\\\\slash");
+    /* cut to fit, never inside an escape */
+    dd_text_visible(out, 6, "ab\x1b\x1b");
+    ck_assert_str_eq(out, "ab");
+}
+END_TEST
+
 START_TEST(test_cmp)
 {
     ck_assert_int_eq(dd_text_cmp("ab", 2, "ab", 2), 0);
@@ -107,6 +125,7 @@ int main(void)
     tcase_add_test(tc, test_hex);
     tcase_add_test(tc, test_json_escapes);
     tcase_add_test(tc, test_json_quote_bounded);
+    tcase_add_test(tc, test_visible);
     tcase_add_test(tc, test_cmp);
     tcase_add_test(tc, test_buf);
     suite_add_tcase(s, tc);

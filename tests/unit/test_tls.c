@@ -2,7 +2,7 @@
  * Unit tests for the mysql.tls settings: the rules between them, checked
  * when the file is loaded with FILE:LINE errors, paths relative to the
  * config file, the environment overrides, and the connect errors explained.
- * No server is needed; tests/integration/33-mysql-tls.sh connects.
+ * No server is needed; tests/integration/ops/33-mysql-tls.sh connects.
  */
 #include <check.h>
 #include <limits.h>
@@ -86,10 +86,10 @@ START_TEST(test_defaults)
     dd_conf_t *conf = load("mysql = { database = \"db\"; };");
 
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_int_eq(conf->mysql.tls.mode, DD_TLS_REQUIRED);
-    ck_assert_int_eq(conf->mysql.tls.min_version, DD_TLS_V1_2);
-    ck_assert_ptr_null(conf->mysql.tls.ca);
-    ck_assert_int_eq(dd_conf_tls_mode(&conf->mysql), DD_TLS_REQUIRED);
+    ck_assert_int_eq(conf->shards[0].tls.mode, DD_TLS_REQUIRED);
+    ck_assert_int_eq(conf->shards[0].tls.min_version, DD_TLS_V1_2);
+    ck_assert_ptr_null(conf->shards[0].tls.ca);
+    ck_assert_int_eq(dd_conf_tls_mode(&conf->shards[0]), DD_TLS_REQUIRED);
     dd_conf_destroy(conf);
 }
 END_TEST
@@ -103,12 +103,12 @@ START_TEST(test_paths_and_modes)
                            "min_version = \"TLSv1.3\"; }; };");
 
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_int_eq(conf->mysql.tls.mode, DD_TLS_VERIFY_IDENTITY);
-    ck_assert_int_eq(conf->mysql.tls.min_version, DD_TLS_V1_3);
+    ck_assert_int_eq(conf->shards[0].tls.mode, DD_TLS_VERIFY_IDENTITY);
+    ck_assert_int_eq(conf->shards[0].tls.min_version, DD_TLS_V1_3);
     snprintf(want, sizeof(want), "%s/ca.pem", tmpdir);
-    ck_assert_str_eq(conf->mysql.tls.ca, want);
+    ck_assert_str_eq(conf->shards[0].tls.ca, want);
     snprintf(want, sizeof(want), "%s/client.key", tmpdir);
-    ck_assert_str_eq(conf->mysql.tls.key, want);
+    ck_assert_str_eq(conf->shards[0].tls.key, want);
     ck_assert_int_eq(conf->warning_cnt, 0);
     dd_conf_destroy(conf);
     ck_assert_int_eq(dd_conf_tls_mode_parse("verify_ca"), DD_TLS_VERIFY_CA);
@@ -160,7 +160,7 @@ START_TEST(test_socket)
     dd_conf_t *conf = load("mysql = { database = \"db\"; socket = \"/run/m.sock\"; };");
 
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_int_eq(dd_conf_tls_mode(&conf->mysql), DD_TLS_DISABLED);
+    ck_assert_int_eq(dd_conf_tls_mode(&conf->shards[0]), DD_TLS_DISABLED);
     ck_assert_int_eq(conf->warning_cnt, 0);
     dd_conf_destroy(conf);
     conf = load("mysql = { database = \"db\"; socket = \"/run/m.sock\";\n"
@@ -184,9 +184,9 @@ START_TEST(test_environment)
     setenv("DEDUPD_MYSQL_TLS_MIN_VERSION", "TLSv1.3", 1);
     conf = load("mysql = { database = \"db\"; tls = { mode = \"disabled\"; }; };");
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_int_eq(conf->mysql.tls.mode, DD_TLS_VERIFY_CA);
-    ck_assert_int_eq(conf->mysql.tls.min_version, DD_TLS_V1_3);
-    ck_assert_ptr_nonnull(strstr(conf->mysql.tls.ca, "/ca.pem"));
+    ck_assert_int_eq(conf->shards[0].tls.mode, DD_TLS_VERIFY_CA);
+    ck_assert_int_eq(conf->shards[0].tls.min_version, DD_TLS_V1_3);
+    ck_assert_ptr_nonnull(strstr(conf->shards[0].tls.ca, "/ca.pem"));
     dd_conf_destroy(conf);
     unsetenv("DEDUPD_MYSQL_TLS_CA");
     ck_assert_ptr_null(load("mysql = { database = \"db\"; };"));
@@ -208,20 +208,20 @@ START_TEST(test_explain)
     char out[512];
 
     ck_assert_msg(conf != NULL, "%s", errstr);
-    ck_assert_ptr_null(dd_tls_explain(&conf->mysql, 2003, "Can't connect", out, sizeof(out)));
+    ck_assert_ptr_null(dd_tls_explain(&conf->shards[0], 2003, "Can't connect", out, sizeof(out)));
     ck_assert_ptr_nonnull(dd_tls_explain(
-        &conf->mysql, 2026, "TLS/SSL error: Validation of SSL server certificate failed", out,
+        &conf->shards[0], 2026, "TLS/SSL error: Validation of SSL server certificate failed", out,
         sizeof(out)));
     ck_assert_msg(strstr(out, "does not name the host db.example"), "%s", out);
-    dd_tls_explain(&conf->mysql, 2026, "TLS/SSL error: unable to get local issuer certificate", out,
-                   sizeof(out));
+    dd_tls_explain(&conf->shards[0], 2026, "TLS/SSL error: unable to get local issuer certificate",
+                   out, sizeof(out));
     ck_assert_msg(strstr(out, "could not be verified with the CA certificates in mysql.tls.ca"),
                   "%s", out);
-    dd_tls_explain(&conf->mysql, 2026,
+    dd_tls_explain(&conf->shards[0], 2026,
                    "TLS/SSL error: SSL is required, but the server does not support it", out,
                    sizeof(out));
     ck_assert_msg(strstr(out, "the server offers no TLS"), "%s", out);
-    dd_tls_explain(&conf->mysql, 2026,
+    dd_tls_explain(&conf->shards[0], 2026,
                    "TLS/SSL error: error:0A000102:SSL routines::unsupported protocol", out,
                    sizeof(out));
     ck_assert_msg(strstr(out, "no TLS version in common at or above mysql.tls.min_version"), "%s",

@@ -1,0 +1,646 @@
+/*
+ * The positions table and its writers (see dd_position.h for why).
+ *
+ * Every partition the consumer tracks is an entry: the watermark it
+ * published (`want`) and, per shard, the highest position that shard is
+ * known to hold (`seen`: found when the partition was assigned, or written
+ * since). A shard's thread writes the entries whose watermark passed what
+ * the shard holds, in one upsert that never lowers a row
+ * (GREATEST: a member of the group that owned the partition before, or a
+ * write that arrives late, cannot move it back), and before writing reads
+ * back the rows it watches: a row lower than what the shard held is a
+ * database that went back under the running process, which stops writing
+ * and tells the pipeline (the next start then finds the database's real
+ * position). The writes are autocommit statements of their own, after the
+ * batch transactions whose outcomes the watermark covers.
+ */
+#include "dd_position.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dd_buf.h"
+#include "dd_common.h"
+#include "dd_grants.h"
+#include "dd_log.h"
+
+/* How often a shard's positions are written while they move. */
+#define DD_POSITION_INTERVAL_MS 1000
+
+static const char dd_position_ddl[] =
+    "CREATE TABLE IF NOT EXISTS dedupd_position ("
+    " group_id VARCHAR(255) NOT NULL,"
+    " topic VARCHAR(249) NOT NULL,"
+    " kpartition INT NOT NULL,"
+    " next_offset BIGINT NOT NULL COMMENT 'every outcome below this offset is committed',"
+    " updated_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),"
+    " PRIMARY KEY (group_id, topic, kpartition)"
+    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin";
+
+typedef struct {
+    char *topic;
+    int32_t partition;
+    int active;    /* assigned now */
+    int64_t want;  /* the watermark published; -1 none */
+    int64_t *seen; /* per shard: the highest position it is known to hold; -1 none */
+} dd_position_entry_t;
+
+typedef struct {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+} dd_position_row_t;
+
+typedef struct {
+    dd_position_t *pos;
+    int shard;
+    dd_db_t *db; /* its thread's */
+    pthread_t thread;
+    int started;
+    uint64_t load_done, flush_done; /* generations served */
+    dd_position_row_t *rows;        /* the last load's */
+    size_t row_cnt;
+    int64_t due_ms; /* the next write */
+    int down;       /* the last attempt failed (logged once per outage) */
+    dd_buf_t sql;
+} dd_position_shard_t;
+
+struct dd_position_s {
+    const dd_conf_t *conf;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* work for the threads: a load, a flush, stop */
+    pthread_cond_t done; /* a thread served a load or a flush */
+    dd_position_entry_t *entries;
+    size_t cnt, cap;
+    dd_position_shard_t *shards;
+    int shard_cnt;
+    uint64_t load_gen, flush_gen;
+    int went_back;
+    char went_back_msg[600];
+    atomic_int stop;
+};
+
+int dd_position_migrate(MYSQL *db, char *errstr, size_t errstr_size)
+{
+    return dd_db_exec_raw(db, dd_position_ddl, errstr, errstr_size);
+}
+
+int dd_position_check(dd_db_t *db, const dd_conf_t *conf, int *exists, char *errstr,
+                      size_t errstr_size)
+{
+    MYSQL *mysql = dd_db_mysql(db);
+    MYSQL_RES *res;
+    const char *sql = "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
+                      "DATABASE() AND TABLE_NAME = 'dedupd_position'";
+    MYSQL_ROW row;
+
+    *exists = 0;
+    if (mysql_query(mysql, sql) != 0 || !(res = mysql_store_result(mysql))) {
+        dd_errstr_set(errstr, errstr_size, "looking for dedupd_position: %u: %s",
+                      mysql_errno(mysql), mysql_error(mysql));
+        return dd_db_classify(mysql_errno(mysql));
+    }
+    row = mysql_fetch_row(res);
+    *exists = row && row[0] && atoi(row[0]) > 0;
+    mysql_free_result(res);
+    if (!*exists) return DD_OK;
+    return dd_grants_check(db, conf, "dedupd_position", DD_GRANTS_POSITION, errstr, errstr_size);
+}
+
+/* ---- entries (mu held) ---- */
+
+static dd_position_entry_t *dd_position_entry(dd_position_t *pos, const char *topic,
+                                              int32_t partition, int create)
+{
+    dd_position_entry_t *e;
+
+    for (size_t i = 0; i < pos->cnt; i++)
+        if (pos->entries[i].partition == partition && strcmp(pos->entries[i].topic, topic) == 0)
+            return &pos->entries[i];
+    if (!create) return NULL;
+    if (pos->cnt == pos->cap) {
+        size_t cap = pos->cap ? pos->cap * 2 : 16;
+        dd_position_entry_t *n = realloc(pos->entries, cap * sizeof(*n));
+        if (!n) return NULL;
+        pos->entries = n;
+        pos->cap = cap;
+    }
+    e = &pos->entries[pos->cnt];
+    memset(e, 0, sizeof(*e));
+    e->topic = strdup(topic);
+    e->seen = malloc((size_t)pos->shard_cnt * sizeof(*e->seen));
+    if (!e->topic || !e->seen) {
+        free(e->topic);
+        free(e->seen);
+        return NULL;
+    }
+    e->partition = partition;
+    e->want = -1;
+    for (int s = 0; s < pos->shard_cnt; s++)
+        e->seen[s] = -1;
+    pos->cnt++;
+    return e;
+}
+
+/* The row of a shard's last load for topic [partition], or -1. */
+static int64_t dd_position_row(const dd_position_shard_t *ps, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < ps->row_cnt; i++)
+        if (ps->rows[i].partition == partition && strcmp(ps->rows[i].topic, topic) == 0)
+            return ps->rows[i].offset;
+    return -1;
+}
+
+/* ---- a shard's thread ---- */
+
+/* Connects when needed; 0 or the class of the error (logged once per
+ * outage). */
+static int dd_position_connect(dd_position_shard_t *ps, char *err, size_t err_size)
+{
+    int rc = DD_OK;
+
+    if (!ps->db)
+        rc = dd_db_new_shard(&ps->db, ps->pos->conf, ps->shard, err, err_size);
+    else if (!dd_db_mysql(ps->db))
+        rc = dd_db_reconnect(ps->db, err, err_size);
+    return rc;
+}
+
+static void dd_position_failed(dd_position_shard_t *ps, const char *what, const char *err)
+{
+    char who[340];
+
+    if (ps->db && dd_db_mysql(ps->db) && mysql_ping(dd_db_mysql(ps->db)) != 0) {
+        dd_db_destroy(ps->db);
+        ps->db = NULL;
+    }
+    if (ps->down) return;
+    ps->down = 1;
+    dd_log(DD_LOG_WARN,
+           "Cannot %s the consumer's positions in %s, trying again every second (Kafka's "
+           "offsets wait for them): %s",
+           what, dd_conf_shard_name(ps->pos->conf, ps->shard, who, sizeof(who)), err);
+}
+
+static void dd_position_rows_free(dd_position_row_t *rows, size_t cnt)
+{
+    for (size_t i = 0; i < cnt; i++)
+        free(rows[i].topic);
+    free(rows);
+}
+
+/* Every row of group in the database, into *rowsp; sql is scratch. */
+static int dd_position_select(MYSQL *mysql, const char *group, dd_buf_t *sql,
+                              dd_position_row_t **rowsp, size_t *cntp, char *err, size_t err_size)
+{
+    dd_position_row_t *rows = NULL;
+    size_t cnt = 0;
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    *rowsp = NULL;
+    *cntp = 0;
+    dd_buf_reset(sql);
+    dd_buf_puts(sql, "SELECT topic, kpartition, next_offset FROM dedupd_position "
+                     "WHERE group_id = ");
+    dd_db_quote(sql, mysql, group, strlen(group));
+    if (sql->oom) return DD_ERR_NOMEM;
+    if (mysql_real_query(mysql, sql->p, sql->len) != 0 || !(res = mysql_store_result(mysql))) {
+        dd_errstr_set(err, err_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+        return dd_db_classify(mysql_errno(mysql));
+    }
+    rows = calloc(mysql_num_rows(res) + 1, sizeof(*rows));
+    while (rows && (row = mysql_fetch_row(res))) {
+        if (!row[0] || !row[1] || !row[2] || !(rows[cnt].topic = strdup(row[0]))) continue;
+        rows[cnt].partition = (int32_t)atol(row[1]);
+        rows[cnt].offset = atoll(row[2]);
+        cnt++;
+    }
+    mysql_free_result(res);
+    if (!rows) return DD_ERR_NOMEM;
+    *rowsp = rows;
+    *cntp = cnt;
+    return DD_OK;
+}
+
+static int dd_position_read(dd_position_shard_t *ps, dd_position_row_t **rowsp, size_t *cntp,
+                            char *err, size_t err_size)
+{
+    return dd_position_select(dd_db_mysql(ps->db), ps->pos->conf->kafka.group, &ps->sql, rowsp,
+                              cntp, err, err_size);
+}
+
+/* A load: the rows become the shard's cache. mu held on entry and exit. */
+static void dd_position_do_load(dd_position_shard_t *ps, uint64_t gen)
+{
+    dd_position_t *pos = ps->pos;
+    dd_position_row_t *rows = NULL;
+    size_t cnt = 0;
+    char err[512];
+    int rc;
+
+    pthread_mutex_unlock(&pos->mu);
+    rc = dd_position_connect(ps, err, sizeof(err));
+    if (!rc) rc = dd_position_read(ps, &rows, &cnt, err, sizeof(err));
+    if (rc) dd_position_failed(ps, "read", err);
+    pthread_mutex_lock(&pos->mu);
+    if (rc) return; /* tried again after the retry wait, unless the load was given up */
+    ps->down = 0;
+    dd_position_rows_free(ps->rows, ps->row_cnt);
+    ps->rows = rows;
+    ps->row_cnt = cnt;
+    ps->load_done = gen;
+    pthread_cond_broadcast(&pos->done);
+}
+
+/* Compares what the shard holds with what it held: a row below it is the
+ * database going back. mu held. */
+static void dd_position_verify(dd_position_shard_t *ps, const dd_position_row_t *rows, size_t cnt)
+{
+    dd_position_t *pos = ps->pos;
+    dd_position_shard_t tmp = {.rows = (dd_position_row_t *)rows, .row_cnt = cnt};
+    char who[340];
+
+    for (size_t i = 0; i < pos->cnt && !pos->went_back; i++) {
+        dd_position_entry_t *e = &pos->entries[i];
+        int64_t now = dd_position_row(&tmp, e->topic, e->partition);
+        char at[32] = "none";
+        if (!e->active || e->seen[ps->shard] < 0 || now >= e->seen[ps->shard]) continue;
+        if (now >= 0) snprintf(at, sizeof(at), "%lld", (long long)now);
+        pos->went_back = 1;
+        snprintf(pos->went_back_msg, sizeof(pos->went_back_msg),
+                 "the database's position of group %s, %s [%d] in %s went back from %lld to %s "
+                 "while this process ran (a restore, or a failover to a replica that lagged); "
+                 "a restart reads again from the database's position what it lost",
+                 pos->conf->kafka.group, e->topic, (int)e->partition,
+                 dd_conf_shard_name(pos->conf, ps->shard, who, sizeof(who)),
+                 (long long)e->seen[ps->shard], at);
+    }
+}
+
+/* The upsert of every entry whose watermark passed what the shard holds,
+ * into sql; *n entries. mu held. */
+static void dd_position_build(dd_position_shard_t *ps, MYSQL *mysql, int64_t *vals, size_t *n)
+{
+    dd_position_t *pos = ps->pos;
+    const char *group = pos->conf->kafka.group;
+
+    *n = 0;
+    dd_buf_reset(&ps->sql);
+    for (size_t i = 0; i < pos->cnt; i++) {
+        dd_position_entry_t *e = &pos->entries[i];
+        vals[i] = -1;
+        if (e->want < 0 || e->want <= e->seen[ps->shard]) continue;
+        dd_buf_puts(&ps->sql, *n ? ", ("
+                                 : "INSERT INTO dedupd_position (group_id, topic, "
+                                   "kpartition, next_offset) VALUES (");
+        dd_db_quote(&ps->sql, mysql, group, strlen(group));
+        dd_buf_puts(&ps->sql, ", ");
+        dd_db_quote(&ps->sql, mysql, e->topic, strlen(e->topic));
+        dd_buf_printf(&ps->sql, ", %d, %lld)", (int)e->partition, (long long)e->want);
+        vals[i] = e->want;
+        (*n)++;
+    }
+    if (*n)
+        dd_buf_puts(&ps->sql, " ON DUPLICATE KEY UPDATE next_offset = GREATEST(next_offset, "
+                              "VALUES(next_offset)), updated_at = CURRENT_TIMESTAMP(6)");
+}
+
+/* One write: read back, compare, upsert. mu held on entry and exit. */
+static void dd_position_do_write(dd_position_shard_t *ps, uint64_t gen)
+{
+    dd_position_t *pos = ps->pos;
+    size_t n = 0, cnt = 0, entry_cnt = 0;
+    int64_t *vals = NULL;
+    dd_position_row_t *rows = NULL;
+    char err[512] = "";
+    int rc;
+
+    ps->due_ms = dd_now_ms() + DD_POSITION_INTERVAL_MS;
+    pthread_mutex_unlock(&pos->mu);
+    rc = dd_position_connect(ps, err, sizeof(err));
+    if (!rc) rc = dd_position_read(ps, &rows, &cnt, err, sizeof(err));
+    pthread_mutex_lock(&pos->mu);
+    if (!rc) dd_position_verify(ps, rows, cnt);
+    entry_cnt = pos->cnt; /* entries are only appended: indexes stay */
+    if (!rc && !pos->went_back && !(vals = calloc(entry_cnt + 1, sizeof(*vals)))) rc = DD_ERR_NOMEM;
+    if (!rc && vals) dd_position_build(ps, dd_db_mysql(ps->db), vals, &n);
+    pthread_mutex_unlock(&pos->mu);
+    if (!rc && n && ps->sql.oom) rc = DD_ERR_NOMEM;
+    if (!rc && n) rc = dd_db_exec(ps->db, ps->sql.p, ps->sql.len, err, sizeof(err));
+    dd_position_rows_free(rows, cnt);
+    if (rc) dd_position_failed(ps, "write", err);
+    pthread_mutex_lock(&pos->mu);
+    if (!rc) {
+        ps->down = 0;
+        for (size_t i = 0; vals && i < entry_cnt; i++)
+            if (vals[i] > pos->entries[i].seen[ps->shard])
+                pos->entries[i].seen[ps->shard] = vals[i];
+        ps->flush_done = gen;
+        pthread_cond_broadcast(&pos->done);
+    }
+    free(vals);
+}
+
+/* 1 when an entry's watermark passed what the shard holds. mu held. */
+static int dd_position_pending(const dd_position_shard_t *ps)
+{
+    const dd_position_t *pos = ps->pos;
+
+    for (size_t i = 0; i < pos->cnt; i++)
+        if (pos->entries[i].want > pos->entries[i].seen[ps->shard]) return 1;
+    return 0;
+}
+
+static void *dd_position_main(void *arg)
+{
+    dd_position_shard_t *ps = arg;
+    dd_position_t *pos = ps->pos;
+
+    pthread_mutex_lock(&pos->mu);
+    while (!atomic_load(&pos->stop)) {
+        int64_t now = dd_now_ms(), wait = ps->due_ms - now;
+        uint64_t flush = pos->flush_gen;
+        int pending = !pos->went_back && dd_position_pending(ps);
+
+        if (pos->load_gen > ps->load_done && (!ps->down || wait <= 0)) {
+            dd_position_do_load(ps, pos->load_gen);
+            if (ps->down) ps->due_ms = dd_now_ms() + DD_POSITION_INTERVAL_MS;
+        } else if (pending && (wait <= 0 || (flush > ps->flush_done && !ps->down))) {
+            dd_position_do_write(ps, flush);
+        } else if (!pending && flush > ps->flush_done) {
+            ps->flush_done = flush;
+            pthread_cond_broadcast(&pos->done);
+        } else {
+            struct timespec ts;
+            dd_cond_deadline(
+                &ts, wait > 0 && wait < DD_POSITION_INTERVAL_MS ? wait : DD_POSITION_INTERVAL_MS);
+            pthread_cond_timedwait(&pos->cv, &pos->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&pos->mu);
+    return NULL;
+}
+
+/* ---- life cycle ---- */
+
+int dd_position_new(dd_position_t **posp, const dd_conf_t *conf, char *errstr, size_t errstr_size)
+{
+    dd_position_t *pos = calloc(1, sizeof(*pos));
+
+    *posp = NULL;
+    if (pos) pos->shards = calloc((size_t)conf->shard_cnt, sizeof(*pos->shards));
+    if (!pos || !pos->shards) {
+        free(pos);
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    pos->conf = conf;
+    pos->shard_cnt = conf->shard_cnt;
+    pthread_mutex_init(&pos->mu, NULL);
+    dd_cond_init(&pos->cv); /* on the monotonic clock, as dd_cond_deadline() */
+    dd_cond_init(&pos->done);
+    for (int s = 0; s < pos->shard_cnt; s++) {
+        pos->shards[s].pos = pos;
+        pos->shards[s].shard = s;
+    }
+    *posp = pos;
+    return DD_OK;
+}
+
+int dd_position_start(dd_position_t *pos, char *errstr, size_t errstr_size)
+{
+    for (int s = 0; s < pos->shard_cnt; s++) {
+        if (pthread_create(&pos->shards[s].thread, NULL, dd_position_main, &pos->shards[s]) != 0) {
+            dd_errstr_set(errstr, errstr_size, "cannot start the position writer of shard %d", s);
+            return DD_ERR_FATAL;
+        }
+        pos->shards[s].started = 1;
+    }
+    return DD_OK;
+}
+
+void dd_position_stop(dd_position_t *pos, int timeout_ms)
+{
+    if (!pos) return;
+    if (timeout_ms > 0) dd_position_flush(pos, timeout_ms);
+    pthread_mutex_lock(&pos->mu);
+    atomic_store(&pos->stop, 1);
+    pthread_cond_broadcast(&pos->cv);
+    pthread_mutex_unlock(&pos->mu);
+    for (int s = 0; s < pos->shard_cnt; s++) {
+        if (pos->shards[s].started) pthread_join(pos->shards[s].thread, NULL);
+        pos->shards[s].started = 0;
+    }
+}
+
+void dd_position_destroy(dd_position_t *pos)
+{
+    if (!pos) return;
+    dd_position_stop(pos, 0);
+    for (int s = 0; s < pos->shard_cnt; s++) {
+        dd_db_destroy(pos->shards[s].db);
+        dd_position_rows_free(pos->shards[s].rows, pos->shards[s].row_cnt);
+        dd_buf_release(&pos->shards[s].sql);
+    }
+    for (size_t i = 0; i < pos->cnt; i++) {
+        free(pos->entries[i].topic);
+        free(pos->entries[i].seen);
+    }
+    free(pos->entries);
+    free(pos->shards);
+    pthread_cond_destroy(&pos->done);
+    pthread_cond_destroy(&pos->cv);
+    pthread_mutex_destroy(&pos->mu);
+    free(pos);
+}
+
+/* ---- the consumer's side ---- */
+
+/* Waits on done until every shard's counter (at offset `field` of
+ * dd_position_shard_t) reaches gen, or the deadline. mu held. Returns the
+ * shards that did not. */
+static int dd_position_wait(dd_position_t *pos, int load, uint64_t gen, int timeout_ms)
+{
+    int64_t deadline = dd_now_ms() + timeout_ms;
+
+    for (;;) {
+        int behind = 0;
+        for (int s = 0; s < pos->shard_cnt; s++)
+            behind += (load ? pos->shards[s].load_done : pos->shards[s].flush_done) < gen;
+        if (!behind || (!load && pos->went_back)) return 0;
+        int64_t left = deadline - dd_now_ms();
+        if (left <= 0) return behind;
+        struct timespec ts;
+        dd_cond_deadline(&ts, left);
+        pthread_cond_timedwait(&pos->done, &pos->mu, &ts);
+    }
+}
+
+void dd_position_load(dd_position_t *pos, int timeout_ms)
+{
+    uint64_t gen;
+
+    pthread_mutex_lock(&pos->mu);
+    gen = ++pos->load_gen;
+    pthread_cond_broadcast(&pos->cv);
+    dd_position_wait(pos, 1, gen, timeout_ms);
+    pthread_mutex_unlock(&pos->mu);
+}
+
+void dd_position_found(dd_position_t *pos, const char *topic, int32_t partition,
+                       dd_position_found_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->min = -1;
+    out->min_shard = -1;
+    pthread_mutex_lock(&pos->mu);
+    for (int s = 0; s < pos->shard_cnt; s++) {
+        dd_position_shard_t *ps = &pos->shards[s];
+        int64_t at;
+        if (ps->load_done != pos->load_gen) {
+            out->unread++;
+            continue;
+        }
+        at = dd_position_row(ps, topic, partition);
+        if (at < 0) {
+            out->missing++;
+            continue;
+        }
+        out->have++;
+        if (out->min < 0 || at < out->min) {
+            out->min = at;
+            out->min_shard = s;
+        }
+    }
+    pthread_mutex_unlock(&pos->mu);
+}
+
+void dd_position_track(dd_position_t *pos, const char *topic, int32_t partition, int64_t floor)
+{
+    dd_position_entry_t *e;
+
+    pthread_mutex_lock(&pos->mu);
+    if ((e = dd_position_entry(pos, topic, partition, 1))) {
+        e->active = 1;
+        e->want = -1;
+        for (int s = 0; s < pos->shard_cnt; s++) {
+            dd_position_shard_t *ps = &pos->shards[s];
+            e->seen[s] =
+                ps->load_done == pos->load_gen ? dd_position_row(ps, topic, partition) : floor;
+        }
+    }
+    pthread_mutex_unlock(&pos->mu);
+}
+
+void dd_position_untrack(dd_position_t *pos, const char *topic, int32_t partition)
+{
+    dd_position_entry_t *e;
+
+    pthread_mutex_lock(&pos->mu);
+    if ((e = dd_position_entry(pos, topic, partition, 0))) {
+        e->active = 0;
+        e->want = -1;
+    }
+    pthread_mutex_unlock(&pos->mu);
+}
+
+void dd_position_sync(dd_position_t *pos, dd_offsets_t *offs)
+{
+    pthread_mutex_lock(&pos->mu);
+    for (size_t i = 0; i < dd_offsets_count(offs); i++) {
+        dd_ptrack_t *pt = dd_offsets_at(offs, i);
+        dd_position_entry_t *e;
+        int64_t limit = INT64_MAX;
+        if (!pt->assigned) continue;
+        if (pt->pos_slot < 0 || (size_t)pt->pos_slot >= pos->cnt ||
+            pos->entries[pt->pos_slot].partition != pt->partition ||
+            strcmp(pos->entries[pt->pos_slot].topic, pt->topic) != 0) {
+            e = dd_position_entry(pos, pt->topic, pt->partition, 0);
+            pt->pos_slot = e ? (int)(e - pos->entries) : -1;
+        }
+        if (pt->pos_slot < 0) continue;
+        e = &pos->entries[pt->pos_slot];
+        if (pt->next > e->want) e->want = pt->next;
+        for (int s = 0; s < pos->shard_cnt; s++)
+            if (e->seen[s] < limit) limit = e->seen[s];
+        pt->limit = limit;
+    }
+    pthread_mutex_unlock(&pos->mu);
+}
+
+int dd_position_flush(dd_position_t *pos, int timeout_ms)
+{
+    uint64_t gen;
+    int behind;
+
+    pthread_mutex_lock(&pos->mu);
+    gen = ++pos->flush_gen;
+    pthread_cond_broadcast(&pos->cv);
+    behind = dd_position_wait(pos, 0, gen, timeout_ms);
+    pthread_mutex_unlock(&pos->mu);
+    return behind ? DD_ERR_RETRIABLE : DD_OK;
+}
+
+int dd_position_went_back(dd_position_t *pos, char *errstr, size_t errstr_size)
+{
+    int back;
+
+    pthread_mutex_lock(&pos->mu);
+    back = pos->went_back;
+    if (back) dd_errstr_set(errstr, errstr_size, "%s", pos->went_back_msg);
+    pthread_mutex_unlock(&pos->mu);
+    return back;
+}
+
+/* One shard's rows for dd_position_lowest: folds them into out. */
+static int dd_position_lowest_shard(const dd_conf_t *conf, int s, const char *const *topics,
+                                    const int32_t *parts, int cnt, int64_t *out, int *tables,
+                                    char *errstr, size_t errstr_size)
+{
+    dd_db_t *db = NULL;
+    dd_buf_t sql = {0};
+    dd_position_row_t *rows = NULL;
+    size_t row_cnt = 0;
+    int exists = 0, rc = dd_db_new_shard(&db, conf, s, errstr, errstr_size);
+
+    if (!rc) rc = dd_position_check(db, conf, &exists, errstr, errstr_size);
+    if (!rc && exists)
+        rc = dd_position_select(dd_db_mysql(db), conf->kafka.group, &sql, &rows, &row_cnt, errstr,
+                                errstr_size);
+    if (!rc && exists) {
+        dd_position_shard_t tmp = {.rows = rows, .row_cnt = row_cnt};
+        int first = (*tables)++ == 0;
+        for (int i = 0; i < cnt; i++) {
+            int64_t at = dd_position_row(&tmp, topics[i], parts[i]);
+            if (first)
+                out[i] = at >= 0 ? at : DD_POSITION_NONE;
+            else if (out[i] == DD_POSITION_NONE)
+                out[i] = at >= 0 ? DD_POSITION_PARTIAL : DD_POSITION_NONE;
+            else if (out[i] >= 0)
+                out[i] = at < 0 ? DD_POSITION_PARTIAL : at < out[i] ? at : out[i];
+        }
+    }
+    dd_position_rows_free(rows, row_cnt);
+    dd_buf_release(&sql);
+    dd_db_destroy(db);
+    return rc;
+}
+
+int dd_position_lowest(const dd_conf_t *conf, const char *const *topics, const int32_t *parts,
+                       int cnt, int64_t *out, int *tables, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    *tables = 0;
+    for (int i = 0; i < cnt; i++)
+        out[i] = DD_POSITION_NONE;
+    for (int s = 0; !rc && s < conf->shard_cnt; s++)
+        rc =
+            dd_position_lowest_shard(conf, s, topics, parts, cnt, out, tables, errstr, errstr_size);
+    return rc;
+}
