@@ -51,7 +51,7 @@ for t in pay_avro pay_avro_h; do
   cat "$TB_DIR/avro.txt" "$TB_DIR/v3.txt" | tb_produce "$t" 2>/dev/null || tb_die "produce $t failed"
 done
 {
-  /usr/bin/python3 -c 'import sys
+  python3 -c 'import sys
 for line in sys.stdin:
     part, key, payload = line.rstrip("\n").split("\t", 2)
     print("%s\t%s\thex:%s" % (part, key, (b"\x00\x00\x00\x00\x07" + payload.encode()).hex()))' \

@@ -1,9 +1,8 @@
 # Helpers for the Avro tests (this folder), sourced after lib.sh: the test
 # schema registry (tests/tools/mock-registry.py) and the independent Avro
 # producer (tests/tools/avro-produce.py, Apache Avro's Python library).
-# Both need Debian's python3 and python3-avro (scripts/install-deps).
-
-TB_PY=/usr/bin/python3
+# Both need python3-avro (scripts/install-deps), Debian's package for the
+# python3 that tb_init puts first on PATH.
 
 # tb_registry [ARGS...]: starts the test registry (ARGS: more options of
 # mock-registry.py); sets TB_REGISTRY_URL (https with --cert). Its faults
@@ -12,10 +11,10 @@ TB_PY=/usr/bin/python3
 tb_registry() {
   local scheme=http
   [[ " $* " == *" --cert "* ]] && scheme=https
-  "$TB_PY" -c 'import avro' 2>/dev/null || tb_die "python3-avro is not installed (scripts/install-deps)"
+  python3 -c 'import avro' 2>/dev/null || tb_die "python3-avro is not installed (scripts/install-deps)"
   : >"$TB_DIR/registry.fault"
   : >"$TB_DIR/registry.gets"
-  tb_bg registry "$TB_PY" "$DD_TEST_SRC_DIR/tests/tools/mock-registry.py" \
+  tb_bg registry python3 "$DD_TEST_SRC_DIR/tests/tools/mock-registry.py" \
     --port-file "$TB_DIR/registry.port" --fault-file "$TB_DIR/registry.fault" \
     --log "$TB_DIR/registry.gets" "$@"
   tb_wait_until 20 "registry port file" test -s "$TB_DIR/registry.port" ||
@@ -36,4 +35,4 @@ tb_registry_gets() {
 }
 
 # tb_avro ARGS...: avro-produce.py against the test registry (stdin, stdout).
-tb_avro() { "$TB_PY" "$DD_TEST_SRC_DIR/tests/tools/avro-produce.py" --registry "$TB_REGISTRY_URL" "$@"; }
+tb_avro() { python3 "$DD_TEST_SRC_DIR/tests/tools/avro-produce.py" --registry "$TB_REGISTRY_URL" "$@"; }
