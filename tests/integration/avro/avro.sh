@@ -24,8 +24,13 @@ tb_registry() {
 }
 
 # tb_registry_fault [down|slow SECS|error|notfound]: the registry's answers
-# to schema fetches from now on; no argument: answer normally.
-tb_registry_fault() { printf '%s\n' "$*" >"$TB_DIR/registry.fault"; }
+# to schema fetches from now on; no argument: answer normally. Written aside
+# and renamed into place: the registry reads the file on every request, and
+# a truncated file would read as "answer normally".
+tb_registry_fault() {
+  printf '%s\n' "$*" >"$TB_DIR/registry.fault.new"
+  mv -f "$TB_DIR/registry.fault.new" "$TB_DIR/registry.fault"
+}
 
 # tb_registry_gets [FAULT]: schema fetches served (under that fault; ok:
 # answered), as "ID COUNT" lines in id order.
