@@ -46,6 +46,7 @@ tb_check "node 1 is still down" not_alive
 tb_stop "$pid" || tb_not_ok "dedupd exited non-zero"
 
 tb_assert_committed_at_end tg payments
+tb_galera_wait_ready 2 3
 DD_TEST_MYSQL_SOCKET="$TB_GALERA/n2/mysqld.sock" tb_expect_ledger
 tb_eq "node 3: applied keys" "$(tb_expect_get dedup_rows.applied)" \
   "$(tb_galera_sql 3 "SELECT COUNT(*) FROM dedup_record WHERE status = 1")"

@@ -54,6 +54,7 @@ tb_stop "${TB_PID[b]}" || tb_not_ok "group b exited non-zero"
 
 tb_assert_committed_at_end ga payments
 tb_assert_committed_at_end gb payments
+tb_galera_wait_ready 1 2 3
 for n in 1 2 3; do
   DD_TEST_MYSQL_SOCKET="$TB_GALERA/n$n/mysqld.sock" tb_expect_ledger
   tb_eq "node $n: applied keys" "$(tb_expect_get dedup_rows.applied)" \

@@ -2,7 +2,9 @@
 # 126: an event that commits after later ids were read. Two lanes (lane
 # keys a and b) emit to th.events: lane a's first batch emits an event with
 # Kafka key K, then its second message (batches of two, waited for up to
-# 500 ms) holds the transaction open 2 s; its next batch emits again with
+# 3 s, longer than a fetch from the slow broker, so the two always share
+# a batch even when they reach the worker in separate fetches) holds the
+# transaction open 2 s; its next batch emits again with
 # key K. Lane b commits an event (key L) every 100 ms meanwhile. Once the
 # stream is produced the broker answers slowly (1 s) and the relay reads
 # one event at a time, so it reads full batches behind lane b, past the id
@@ -14,7 +16,7 @@ source "$(dirname "$0")/../lib.sh"
 tb_init outbox_late_commit
 tb_mock events:2 th.events:1
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${lane}:${id}' TB_WORKERS=2 \
-  TB_BATCH_MAX=2 TB_BATCH_WAIT_MS=500 TB_DEDUP_EXTRA='lane_key = "${lane}";' tb_config "$TB_CONF" \
+  TB_BATCH_MAX=2 TB_BATCH_WAIT_MS=3000 TB_DEDUP_EXTRA='lane_key = "${lane}";' tb_config "$TB_CONF" \
   'outbox = { enabled = true; batch = 1; inflight = 4; poll_interval = "20ms"; };'
 tb_migrate || tb_die "migrate failed"
 msg() { printf '%s\t-\t{"lane":"%s","id":"%s","th":"%s"}\n' "$@"; }
@@ -33,7 +35,8 @@ tb_wait_until 60 "the first event published" at_least 1 || tb_die "nothing publi
   msg 0 a hold sleep:2000
   msg 0 a 2 emit_as:K:0
   for i in $(seq 1 40); do msg 1 b "$i" emit_as:L:100; done
-} | tb_produce events 2>/dev/null || tb_die "produce failed"
+} >"$TB_DIR/stream.tsv"
+tb_produce events <"$TB_DIR/stream.tsv" 2>/dev/null || tb_die "produce failed"
 tb_mock_ctl "rtt 1 1000"
 tb_wait_until 120 "every event published" at_least 43 || tb_die "the events were not all published"
 tb_mock_ctl "rtt 1 0"
