@@ -38,7 +38,7 @@ void dd_db_txn_rollback_raw(MYSQL *mysql)
         dd_log(DD_LOG_DEBUG, "ROLLBACK failed: %s", err);
 }
 
-void dd_db_rollback_quiet(dd_db_t *db)
+void dd_db_txn_rollback_quiet(dd_db_t *db)
 {
     dd_db_txn_rollback_raw(dd_db_mysql(db));
 }

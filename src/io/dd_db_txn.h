@@ -46,7 +46,7 @@ int dd_db_txn_commit(dd_db_t *db, char *errstr, size_t errstr_size);
 void dd_db_txn_rollback_raw(MYSQL *mysql);
 /* ROLLBACK and autocommit back on, ignoring errors (the connection may be
  * gone). */
-void dd_db_rollback_quiet(dd_db_t *db);
+void dd_db_txn_rollback_quiet(dd_db_t *db);
 
 /* After one of dedupd's own statements in a transaction (what names it):
  * 0 while the transaction is open, else DD_ERR_RETRIABLE with an error

@@ -215,7 +215,7 @@ static int dd_external_claim_once(dd_db_t *db, const dd_external_opts_t *opts,
     if (res) mysql_free_result(res);
     if (!rc) rc = dd_db_txn_check(db, "external claim", errstr, errstr_size);
     if (!rc) rc = dd_db_txn_commit(db, errstr, errstr_size);
-    if (rc) dd_db_rollback_quiet(db);
+    if (rc) dd_db_txn_rollback_quiet(db);
     return rc;
 }
 
@@ -447,13 +447,13 @@ int dd_external_finish_txn(dd_db_t *db, const dd_external_opts_t *opts, dd_handl
         return dd_db_txn_handler_or_cluster(
             db, dd_handler_txn_end(h, mysql, 1, where, errstr, errstr_size), errstr, errstr_size);
     if (rc) {
-        dd_db_rollback_quiet(db);
+        dd_db_txn_rollback_quiet(db);
         return rc;
     }
     /* A deliberate rollback after finish() ran checks the guard as COMMIT
      * would: the handler may have committed on its own. */
     rc = dd_db_txn_handler_or_cluster(
         db, dd_handler_txn_end(h, mysql, 0, where, errstr, errstr_size), errstr, errstr_size);
-    if (rc && rc != DD_ERR_FATAL) dd_db_rollback_quiet(db);
+    if (rc && rc != DD_ERR_FATAL) dd_db_txn_rollback_quiet(db);
     return rc;
 }

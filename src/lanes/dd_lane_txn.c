@@ -430,13 +430,13 @@ static int dd_lane_rollback(dd_lane_txn_t *txn, dd_item_t *const *items, size_t 
 
     if (rc != DD_OK && rc != DD_TXN_REDO && rc != DD_TXN_DECLINED && rc != DD_TXN_RACED &&
         rc != DD_TXN_FAULT) {
-        dd_db_rollback_quiet(txn->conn->db);
+        dd_db_txn_rollback_quiet(txn->conn->db);
         return rc;
     }
     erc = dd_lane_end(txn, items, n, 0, err, sizeof(err));
     if (erc == DD_OK) return rc;
-    dd_db_rollback_quiet(txn->conn->db); /* the release failed: nothing ran after it */
-    if (erc != DD_ERR_FATAL) return rc;  /* a lost connection: the next attempt meets it */
+    dd_db_txn_rollback_quiet(txn->conn->db); /* the release failed: nothing ran after it */
+    if (erc != DD_ERR_FATAL) return rc;      /* a lost connection: the next attempt meets it */
     dd_errstr_set(errstr, errstr_size, "%s", err);
     return DD_ERR_FATAL;
 }

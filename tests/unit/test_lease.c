@@ -15,33 +15,15 @@
 #include "dd_external.h"
 #include "dd_lease.h"
 #include "check_run.h"
+#include "unit_conf.h"
 
 static char errstr[1024];
 
 /* A configuration with a lease of 1 s and a database nobody answers. */
 static dd_conf_t *lease_conf(void)
 {
-    const char *dir = getenv("DD_TEST_HANDLER_DIR");
-    char path[] = "/tmp/dd-lease-XXXXXX";
-    dd_conf_t *conf = NULL;
-    FILE *f;
-    int fd;
-
-    ck_assert_msg(dir != NULL, "DD_TEST_HANDLER_DIR is not set");
-    ck_assert_int_ge(fd = mkstemp(path), 0);
-    ck_assert_ptr_nonnull(f = fdopen(fd, "w"));
-    fprintf(f,
-            "kafka = { brokers = \"127.0.0.1:1\"; group = \"lease\"; topics = [\"t\"]; };\n"
-            "mysql = { socket = \"/nonexistent/dd-lease.sock\"; user = \"root\";\n"
-            "          database = \"mysql\"; connect_timeout = \"1s\"; };\n"
-            "dedup = { key = \"k:${id}\"; };\n"
-            "handler = { path = \"%s/th_external.so\"; };\n"
-            "external = { lease = \"1s\"; };\n",
-            dir);
-    fclose(f);
-    ck_assert_msg(dd_conf_load(&conf, path, errstr, sizeof(errstr)) == DD_OK, "%s", errstr);
-    unlink(path);
-    return conf;
+    return unit_conf("lease", "/nonexistent/dd-lease.sock", "th_external",
+                     "external = { lease = \"1s\"; };", errstr, sizeof(errstr));
 }
 
 START_TEST(test_held_for_one_lease_without_renewal)

@@ -20,33 +20,15 @@
 #include "dd_handler.h"
 #include "dd_lanes.h"
 #include "check_run.h"
+#include "unit_conf.h"
 
 static char errstr[1024];
 
 /* A configuration for the lanes: a database on socket, a trivial handler. */
 static dd_conf_t *link_conf(const char *socket)
 {
-    const char *dir = getenv("DD_TEST_HANDLER_DIR");
-    char path[] = "/tmp/dd-link-lanes-XXXXXX";
-    dd_conf_t *conf = NULL;
-    FILE *f;
-    int fd;
-
-    ck_assert_msg(dir != NULL, "DD_TEST_HANDLER_DIR is not set");
-    ck_assert_int_ge(fd = mkstemp(path), 0);
-    ck_assert_ptr_nonnull(f = fdopen(fd, "w"));
-    fprintf(f,
-            "kafka = { brokers = \"127.0.0.1:1\"; group = \"link\"; topics = [\"t\"]; };\n"
-            "mysql = { socket = \"%s\"; user = \"root\"; database = \"mysql\";\n"
-            "          connect_timeout = \"2s\"; };\n"
-            "dedup = { key = \"k:${id}\"; };\n"
-            "handler = { path = \"%s/th_abi_v1.so\"; };\n"
-            "batch = { max_messages = 10; max_wait_ms = 5; };\n",
-            socket, dir);
-    fclose(f);
-    ck_assert_msg(dd_conf_load(&conf, path, errstr, sizeof(errstr)) == DD_OK, "%s", errstr);
-    unlink(path);
-    return conf;
+    return unit_conf("link", socket, "th_abi_v1",
+                     "batch = { max_messages = 10; max_wait_ms = 5; };", errstr, sizeof(errstr));
 }
 
 START_TEST(test_lanes_new_start_stop_destroy)

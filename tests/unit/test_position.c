@@ -18,32 +18,15 @@
 #include "dd_offsets.h"
 #include "dd_position.h"
 #include "check_run.h"
+#include "unit_conf.h"
 
 static char errstr[1024];
 
 /* A configuration whose database nobody answers. */
 static dd_conf_t *position_conf(void)
 {
-    const char *dir = getenv("DD_TEST_HANDLER_DIR");
-    char path[] = "/tmp/dd-position-XXXXXX";
-    dd_conf_t *conf = NULL;
-    FILE *f;
-    int fd;
-
-    ck_assert_msg(dir != NULL, "DD_TEST_HANDLER_DIR is not set");
-    ck_assert_int_ge(fd = mkstemp(path), 0);
-    ck_assert_ptr_nonnull(f = fdopen(fd, "w"));
-    fprintf(f,
-            "kafka = { brokers = \"127.0.0.1:1\"; group = \"pos\"; topics = [\"t\"]; };\n"
-            "mysql = { socket = \"/nonexistent/dd-position.sock\"; user = \"root\";\n"
-            "          database = \"mysql\"; connect_timeout = \"1s\"; };\n"
-            "dedup = { key = \"k:${id}\"; };\n"
-            "handler = { path = \"%s/th_scripted.so\"; };\n",
-            dir);
-    fclose(f);
-    ck_assert_msg(dd_conf_load(&conf, path, errstr, sizeof(errstr)) == DD_OK, "%s", errstr);
-    unlink(path);
-    return conf;
+    return unit_conf("pos", "/nonexistent/dd-position.sock", "th_scripted", "", errstr,
+                     sizeof(errstr));
 }
 
 static double cpu_seconds(void)
