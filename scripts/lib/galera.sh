@@ -108,6 +108,13 @@ dd_galera_wait_size() {
   return 1
 }
 
+# dd_galera_ready DIR N: node N is in the primary component and accepts
+# queries (wsrep_ready); a node that is not answers every query with 1047.
+dd_galera_ready() {
+  [[ "$(dd_galera_client "$1" "$2" -N -B -e "SELECT VARIABLE_VALUE FROM
+        information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_ready'" 2>/dev/null)" == ON ]]
+}
+
 # Installs node N's datadir from the template (mariadb.sh).
 _dd_galera_install() {
   mkdir -p "$1/n$2"

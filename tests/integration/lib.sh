@@ -836,20 +836,15 @@ tb_galera_sql() {
   dd_galera_client "$TB_GALERA" "$1" -N -B "$TB_DB" -e "$2"
 }
 
-# tb_galera_wait_ready N...: waits until each node N is back in the primary
-# component and accepts queries (wsrep_ready). After a node is killed the
-# others can leave it for a moment while the cluster settles, and answer
-# every query with error 1047 meanwhile; end-state checks wait for that.
+# tb_galera_wait_ready N...: waits until each node N accepts queries
+# (dd_galera_ready). After a node is killed the others can leave the
+# primary component for a moment while the cluster settles; end-state
+# checks wait for them.
 tb_galera_wait_ready() {
   local n
   for n in "$@"; do
-    tb_wait_until 60 "node $n ready" _tb_galera_ready "$n" || tb_die "node $n never became ready"
+    tb_wait_until 60 "node $n ready" dd_galera_ready "$TB_GALERA" "$n" || tb_die "node $n never became ready"
   done
-}
-
-_tb_galera_ready() {
-  [[ "$(dd_galera_client "$TB_GALERA" "$1" -N -B -e "SELECT VARIABLE_VALUE FROM
-        information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'wsrep_ready'")" == ON ]]
 }
 
 tb_galera_kill9() {

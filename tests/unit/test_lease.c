@@ -5,10 +5,7 @@
  * released while registered, or never made, are safe.
  */
 #include <check.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dd_common.h"
 #include "dd_conf.h"

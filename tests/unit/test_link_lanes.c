@@ -9,11 +9,8 @@
  * start must fail cleanly and leave a group that stops and frees.
  */
 #include <check.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dd_common.h"
 #include "dd_conf.h"

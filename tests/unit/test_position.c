@@ -8,10 +8,7 @@
  */
 #include <check.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include "dd_common.h"
 #include "dd_conf.h"
