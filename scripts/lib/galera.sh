@@ -64,6 +64,9 @@ dd_galera_client() {
 }
 
 # The options of node N (all but --wsrep-new-cluster / start position).
+# A node is suspected after 10 s of silence: a sanitizer build on a busy
+# machine can stall a node for seconds, and two nodes that suspect each
+# other both leave the primary component. A killed node is evicted as late.
 _dd_galera_opts() {
   local dir="$1" n="$2" sql gc ist sst peers="" i
   read -r sql gc ist sst <<<"$(_dd_galera_ports "$dir" "$n")"
@@ -79,7 +82,7 @@ _dd_galera_opts() {
     --wsrep-node-name="n$n" --wsrep-node-address="127.0.0.1:$gc" \
     --wsrep-node-incoming-address="127.0.0.1:$sql" \
     --wsrep-sst-receive-address="127.0.0.1:$sst" --wsrep-sst-method=ddrsync \
-    --wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$gc;ist.recv_addr=127.0.0.1:$ist;gcache.size=128M;evs.suspect_timeout=PT3S;evs.inactive_timeout=PT6S;evs.keepalive_period=PT1S;pc.announce_timeout=PT2S"
+    --wsrep-provider-options="gmcast.listen_addr=tcp://127.0.0.1:$gc;ist.recv_addr=127.0.0.1:$ist;gcache.size=128M;evs.suspect_timeout=PT10S;evs.inactive_timeout=PT20S;evs.keepalive_period=PT1S;pc.announce_timeout=PT2S"
 }
 
 # _dd_galera_launch DIR N [extra mariadbd options]: starts node N, waits

@@ -52,6 +52,9 @@ int dd_db_classify(unsigned int err)
     case 1927: /* connection killed */
     case 4031: /* disconnected by the server (idle timeout) */
     case 1047: /* Galera: the node is not ready (joining, or not in the primary component) */
+    case 1180: /* error during COMMIT (a Galera node leaving the primary component):
+                * the transaction is rolled back, and should it have committed after
+                * all, the replayed batch finds its claims and applies nothing twice */
     case 3101: /* MySQL group replication: a certification failure at COMMIT */
     case 9007: /* TiDB, optimistic transactions: a write conflict at COMMIT */
     case 1290: /* read-only (fail-over in progress) */
