@@ -29,24 +29,12 @@
 
 # shellcheck source=mariadb.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mariadb.sh"
+# shellcheck source=ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 DD_GALERA_PROVIDER=${DD_GALERA_PROVIDER:-/usr/lib/galera/libgalera_smm.so}
 DD_GALERA_SST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/galera-sst" && pwd)
 DD_GALERA_TIMEOUT=${DD_GALERA_TIMEOUT:-90}
-
-# Twelve free TCP ports on 127.0.0.1 (four a node), one a line.
-_dd_galera_free_ports() {
-  python3 - <<'PY'
-import socket
-socks = []
-for _ in range(12):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-for s in socks:
-    print(s.getsockname()[1])
-PY
-}
 
 # _dd_galera_ports DIR N: "SQL GCOMM IST SST" of node N.
 _dd_galera_ports() {
@@ -128,7 +116,7 @@ dd_galera_start() {
   local dir="${1:?usage: dd_galera_start DIR}" n
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
-  [[ -s "$dir/ports" ]] || _dd_galera_free_ports | paste -d' ' - - - - >"$dir/ports"
+  [[ -s "$dir/ports" ]] || dd_free_ports 12 | paste -d' ' - - - - >"$dir/ports"
   for n in 1 2 3; do _dd_galera_install "$dir" "$n" || return 1; done
   _dd_galera_launch "$dir" 1 --wsrep-new-cluster || return 1
   dd_galera_wait_size "$dir" 1 1 || return 1

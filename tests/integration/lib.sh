@@ -661,6 +661,16 @@ tb_done() {
   exit 0
 }
 
+# --- ports -------------------------------------------------------------------
+
+# tb_free_port: a TCP port on 127.0.0.1 for a server the test starts (its
+# own, never another test's; scripts/lib/ports.sh says why it stays free).
+tb_free_port() {
+  # shellcheck source=../../scripts/lib/ports.sh
+  source "$DD_TEST_SRC_DIR/scripts/lib/ports.sh"
+  dd_free_ports 1 || tb_die "no free TCP port"
+}
+
 # --- a private database server (for tests that crash it or change globals) --
 
 # tb_private_db [OPTION...]: starts a second MariaDB in $TB_DIR/db2

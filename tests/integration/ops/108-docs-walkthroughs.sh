@@ -32,7 +32,7 @@ sh_blocks() {
 }
 
 # ---- README.md: the tour ----
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(tb_free_port)
 TOUR="$TB_DIR/tour"
 sh_blocks "$SRC/README.md" "## A five-minute tour" "## A minimal handler" |
   sed -e "s#/tmp/dd-tour#$TOUR#g" -e "s#127.0.0.1:9464#127.0.0.1:$port#g" \

@@ -36,7 +36,7 @@ openssl req -newkey rsa:2048 -nodes -subj "/CN=dedupd test server" -keyout "$tls
     -CAcreateserial -days 2 -extfile "$tls/san.ext" -out "$tls/server.pem" \
     >>"$TB_DIR/openssl.log" 2>&1 || tb_die "openssl could not make the server certificate"
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(tb_free_port)
 net=(--port="$port" --bind-address=127.0.0.1,127.0.0.2)
 tb_private_db "${net[@]}" --ssl-ca="$tls/ca.pem" --ssl-cert="$tls/server.pem" \
   --ssl-key="$tls/server.key"

@@ -16,7 +16,7 @@
 source "$(dirname "$0")/../lib.sh"
 tb_init replica_failover
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(tb_free_port)
 tb_private_db --port="$port" --bind-address=127.0.0.1 --log-bin=mysql-bin --server-id=1 \
   --binlog-format=ROW
 primary_sock=$DD_TEST_MYSQL_SOCKET
