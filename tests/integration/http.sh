@@ -3,15 +3,13 @@
 # several folders), sourced after lib.sh: source "$(dirname "$0")/../http.sh".
 # Python's urllib rather than curl: curl is not on every fresh machine.
 #
-#   th_free_port              a TCP port for dedupd's endpoint (tb_free_port)
+#   (a port for the endpoint: tb_free_port, in lib.sh)
 #   TH_URL=http://127.0.0.1:$port
 #   th_status PATH            the HTTP status code (000: no answer)
 #   th_body PATH              the body (any status)
 #   th_metric 'SERIES'        a sample's value from /metrics, e.g.
 #                             th_metric 'dedupd_dead_letters_total{route="default",reason="conflict"}'
 #   th_wait_status SECS CODE PATH   polls until PATH answers CODE
-
-th_free_port() { tb_free_port; }
 
 _th_get() {
   python3 - "$TH_URL$2" "$1" <<'PY'

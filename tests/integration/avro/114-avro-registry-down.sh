@@ -15,7 +15,7 @@ source "$(dirname "$0")/avro.sh"
 tb_init avro_registry_down
 tb_mock payments:2 side:2 payments.dlq:1 side.dlq:1
 tb_registry
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 tb_config_routes "
   { name = \"avro\"; topics = [\"payments\"]; key = \"pay:\${merchant_id}:\${order_no}\";

@@ -11,7 +11,7 @@ source "$(dirname "$0")/../http.sh"
 tb_init kafka_conventions
 tb_mock events:1
 export TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' TB_WORKERS=1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 export TB_KAFKA_EXTRA='tombstones = "skip";'
 tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };" 'dlq = { connect_headers = true; };'

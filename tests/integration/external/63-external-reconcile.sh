@@ -17,7 +17,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init external_reconcile
 tb_mock rc:1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 export TB_HANDLER="$DD_NOTIFY_SO" TB_KEY='n:${id}' TB_WORKERS=1
 export TB_HANDLER_CONFIG="socket = \"$DD_TEST_MYSQL_SOCKET\"; user = \"$TB_RT_USER\"; database = \"$TB_DB\";"

@@ -12,7 +12,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init sigterm
 tb_mock events:2
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' TB_BATCH_MAX=5 \
   tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };" 'shutdown_timeout = "2s";'

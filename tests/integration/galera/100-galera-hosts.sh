@@ -13,7 +13,7 @@ tb_mock payments:4
 tb_galera
 export TB_MYSQL_HOST=127.0.0.1 TB_WORKERS=2 TB_BATCH_MAX=50
 p1=$(tb_galera_port 1) p2=$(tb_galera_port 2) p3=$(tb_galera_port 3)
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_MYSQL_EXTRA="hosts = \"127.0.0.1:$p1, 127.0.0.1:$p2,127.0.0.1:$p3\"; tls = { mode = \"disabled\"; };" \
   tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };" \

@@ -10,7 +10,7 @@ source "$(dirname "$0")/../http.sh"
 tb_init deploy_metrics
 tb_shards 2
 tb_mock notes:1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 export TB_HANDLER="$DD_NOTIFY_SO" TB_KEY='n:${id}' TB_WORKERS=1
 export TB_HANDLER_CONFIG="socket = \"$DD_TEST_MYSQL_SOCKET\"; user = \"$TB_RT_USER\"; database = \"$TB_DB\";"

@@ -21,7 +21,7 @@ _tb_mariadb -e "CREATE DATABASE \`$TB_DB\`" || tb_die "cannot create $TB_DB on t
 tb_users
 
 tb_mock events:2
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' \
   tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };"

@@ -9,7 +9,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init env_override
 tb_mock payments:2
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 tb_config   # file: dedup_record, 2 workers, no http, logfmt
 export DEDUPD_DEDUP_TABLE=other_table DEDUPD_WORKERS=3 DEDUPD_HTTP_LISTEN="127.0.0.1:$port"
@@ -60,7 +60,7 @@ _bad DEDUPD_MYSQL_DATABASE ''
 tb_eq "other_table survived" 40 "$(tb_sql 'SELECT COUNT(*) FROM other_table')"
 
 # The file sets http.listen; DEDUPD_HTTP_LISTEN= turns the endpoint off.
-port2=$(th_free_port)
+port2=$(tb_free_port)
 tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port2\"; };"
 DEDUPD_HTTP_LISTEN='' tb_start unset
 pid=$TB_LAST_PID

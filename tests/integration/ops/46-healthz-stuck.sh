@@ -8,7 +8,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init healthz_stuck
 tb_mock events:1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' TB_WORKERS=1 \
   tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; stuck_after = \"2s\"; };"

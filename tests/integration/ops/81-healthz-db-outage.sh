@@ -14,7 +14,7 @@ source "$(dirname "$0")/../http.sh"
 tb_init healthz_db_outage
 tb_private_db
 tb_mock payments:2
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_WORKERS=2 TB_BATCH_MAX=50 tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };"
 tb_migrate || tb_die "migrate failed"

@@ -15,7 +15,7 @@ tb_init healthz_rebalance_db_down
 tb_private_db
 tb_mock payments:4
 for m in a b; do
-  p=$(th_free_port)
+  p=$(tb_free_port)
   eval "port_$m=$p"
   TB_WORKERS=2 TB_BATCH_MAX=20 tb_config "$TB_DIR/$m.conf" \
     "http = { listen = \"127.0.0.1:$p\"; stuck_after = \"20s\"; };" 'shutdown_timeout = "30s";'

@@ -18,7 +18,7 @@ source "$(dirname "$0")/../http.sh"
 tb_init outbox_refused
 tb_mock events:1 good:1 denied:1
 tb_mock_ctl "topic-error missing 3"
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='ev:${id}' TB_BATCH_MAX=10 \
   tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };" \

@@ -58,7 +58,7 @@ rm -rf "$TB_DB2/data"
 cp -a "$TB_DIR/backup" "$TB_DB2/data"
 tb_private_db_restart
 
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 echo "http = { listen = \"127.0.0.1:$port\"; };" >>"$TB_CONF"
 tb_start live

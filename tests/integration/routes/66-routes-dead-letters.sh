@@ -11,7 +11,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init routes_dead_letters
 tb_mock payments:1 coupons:1 payments.dead:1 payments.dlq:1 coupons.dlq:1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 
 tb_config_routes "

@@ -12,7 +12,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init routes_single_route
 tb_mock payments:2 coupons:1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };"
 tb_migrate || tb_die "migrate failed"

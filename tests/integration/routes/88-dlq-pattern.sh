@@ -11,7 +11,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init dlq_pattern
 tb_mock pay-eu:1
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_KAFKA_PROPS="topic.metadata.refresh.interval.ms=500" tb_config_routes "
   { name = \"a\"; topics = [\"^pay-[a-z]+\$\"]; key = \"a:\${id}\"; table = \"dedup_a\";

@@ -22,7 +22,7 @@ source "$(dirname "$0")/../http.sh"
 tb_init shards_wrong_shard
 tb_shards 3
 tb_mock payments:4
-port=$(th_free_port)
+port=$(tb_free_port)
 TH_URL="http://127.0.0.1:$port"
 TB_WORKERS=2 TB_DEDUP_EXTRA='shard_key = "${merchant_id}";' \
   tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };" \
