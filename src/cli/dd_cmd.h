@@ -126,12 +126,12 @@ extern const dd_cmd_t dd_cmd_migrate;      /* cmd/migrate.c */
 extern const dd_cmd_t dd_cmd_check;        /* cmd/check.c */
 extern const dd_cmd_t dd_cmd_replay;       /* cmd/replay/ */
 extern const dd_cmd_t dd_cmd_redrive;      /* cmd/replay/dd_replay_redrive.c */
-extern const dd_cmd_t dd_cmd_purge;        /* svc/dd_purge.c */
+extern const dd_cmd_t dd_cmd_purge;        /* jobs/dd_purge.c */
 extern const dd_cmd_t dd_cmd_stats;        /* cmd/stats.c */
 extern const dd_cmd_t dd_cmd_mock;         /* cmd/mock-kafka.c */
 extern const dd_cmd_t dd_cmd_handler_test; /* cmd/handler-test/ */
 
-extern const dd_cmd_t dd_cmd_reconcile; /* svc/dd_reconcile.c: external mode */
+extern const dd_cmd_t dd_cmd_reconcile; /* jobs/dd_reconcile.c: external mode */
 extern const dd_cmd_t dd_cmd_relay;     /* cmd/relay.c: the outbox relay */
 
 #endif /* DD_CMD_H */
