@@ -54,9 +54,10 @@ static int dd_conf_apply_all(dd_conf_ctx_t *ctx)
     }
     for (int i = 0; i < dd_conf_item_cnt; i++) {
         if (dd_conf_not_here(ctx, i)) continue;
-        if ((dd_conf_items[i].flags & DD_CF_REQUIRED) && !dd_conf_is_explicit(ctx, i)) {
-            dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: missing required setting %s",
-                          ctx->conf->path, dd_conf_items[i].path);
+        if ((dd_conf_items[i].flags & DD_CF_REQUIRED) && dd_conf_is_missing(ctx, i)) {
+            char what[256];
+            dd_conf_missing_text(&dd_conf_items[i], 0, what, sizeof(what));
+            dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: %s", ctx->conf->path, what);
             return DD_ERR_CONFIG;
         }
     }

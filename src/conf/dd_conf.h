@@ -108,8 +108,12 @@ typedef struct {
 } dd_conf_dedup_t;
 
 typedef struct {
-    char *path; /* absolute, or relative to the config file's directory resolved */
-    const config_setting_t *config; /* the handler's own group, or NULL */
+    char *path; /* absolute, or relative to the config file's directory resolved; for a
+                 * handler that ships with dedupd, where it was found */
+    /* the name of the handler that ships with dedupd (its group: handler.sql is
+     * "sql"), or NULL for a plugin named by handler.path */
+    const char *builtin;
+    const config_setting_t *config; /* the handler's own group (handler.sql's), or NULL */
     int batch;                      /* use handle_batch() when the handler has it */
     int64_t max_response_bytes;     /* longer responses are a handler error */
     char *grants; /* handler.grants: its GRANT statements, resolved; NULL: none declared */

@@ -8,6 +8,7 @@
 #include "dd_conf_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,13 +234,76 @@ int dd_conf_check_table(dd_conf_ctx_t *ctx, int idx)
     return 0;
 }
 
+/* Where the handler that ships with dedupd as name.so is: beside the
+ * executable in a build tree (handlers/<name>/), in a relocated install
+ * (<bindir>/../<libdir>/dedupd), or in the install directory this dedupd was
+ * configured with. The first that exists into out; -1 when none does, with
+ * the places looked in in looked. */
+static int dd_conf_builtin_find(const char *name, char *out, size_t out_size, char *looked,
+                                size_t looked_size)
+{
+    char exe[PATH_MAX], *slash;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    size_t len;
+
+    exe[n > 0 ? n : 0] = '\0';
+    if ((slash = strrchr(exe, '/'))) *slash = '\0';
+    looked[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        if (i == 0 && *exe)
+            snprintf(out, out_size, "%s/handlers/%s/%s.so", exe, name, name);
+        else if (i == 1 && *exe)
+            snprintf(out, out_size, "%s/../%s/dedupd/%s.so", exe, DD_LIBDIR, name);
+        else if (i == 2)
+            snprintf(out, out_size, "%s/%s.so", DD_HANDLER_DIR, name);
+        else
+            continue;
+        if (access(out, R_OK) == 0) return 0;
+        len = strlen(looked);
+        snprintf(looked + len, looked_size - len, "%s%s", len ? ", " : "", out);
+    }
+    return -1;
+}
+
+/* handler.path, or one of the groups that replace it (a handler that
+ * ships with dedupd): exactly one names the handler. */
 int dd_conf_check_handler_path(dd_conf_ctx_t *ctx, int idx)
 {
     dd_conf_handler_t *h = dd_conf_cur_handler(ctx);
-    char *resolved = dd_conf_resolve(ctx->conf, h->path);
+    int chosen = dd_conf_is_explicit(ctx, idx) ? idx : -1;
+    char *resolved, found[2 * PATH_MAX], looked[6 * PATH_MAX], a[128], b[128];
 
-    (void)idx;
-    if (!resolved) return dd_conf_nomem(ctx);
+    for (int i = 0; i < dd_conf_item_cnt; i++) {
+        const dd_conf_item_t *it = &dd_conf_items[i];
+        if (!it->replaces || strcmp(it->replaces, dd_conf_items[idx].path) != 0 ||
+            !dd_conf_is_explicit(ctx, i))
+            continue;
+        if (chosen >= 0)
+            return dd_conf_fail(ctx, i, NULL, "%s and %s both name the handler; give one",
+                                dd_conf_name(ctx, it->path, a, sizeof(a)),
+                                dd_conf_name(ctx, dd_conf_items[chosen].path, b, sizeof(b)));
+        chosen = i;
+    }
+    if (chosen < 0) return 0; /* the required check has said so */
+    if (chosen != idx) {
+        const char *path = dd_conf_items[chosen].path;
+        int cfg = dd_conf_item_idx("handler.config");
+        if (cfg >= 0 && dd_conf_is_explicit(ctx, cfg))
+            return dd_conf_fail(ctx, cfg, NULL,
+                                "%s is for a plugin named by handler.path; %s takes its "
+                                "settings in its own group",
+                                dd_conf_name(ctx, "handler.config", a, sizeof(a)),
+                                dd_conf_name(ctx, path, b, sizeof(b)));
+        h->builtin = strrchr(path, '.') + 1;
+        if (dd_conf_builtin_find(h->builtin, found, sizeof(found), looked, sizeof(looked)))
+            return dd_conf_fail(ctx, chosen, NULL,
+                                "the %s handler that ships with dedupd is not installed "
+                                "(looked for %s)",
+                                h->builtin, looked);
+        free(h->path);
+        return (h->path = strdup(found)) ? 0 : dd_conf_nomem(ctx);
+    }
+    if (!(resolved = dd_conf_resolve(ctx->conf, h->path))) return dd_conf_nomem(ctx);
     free(h->path);
     h->path = resolved;
     return 0;

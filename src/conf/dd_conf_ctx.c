@@ -172,6 +172,34 @@ int dd_conf_is_explicit(dd_conf_ctx_t *ctx, int idx)
     return o->kind == DD_ORIGIN_FILE || o->kind == DD_ORIGIN_ENV;
 }
 
+int dd_conf_is_missing(dd_conf_ctx_t *ctx, int idx)
+{
+    if (dd_conf_is_explicit(ctx, idx)) return 0;
+    for (int i = 0; i < dd_conf_item_cnt; i++)
+        if (dd_conf_items[i].replaces &&
+            strcmp(dd_conf_items[i].replaces, dd_conf_items[idx].path) == 0 &&
+            dd_conf_is_explicit(ctx, i))
+            return 0;
+    return 1;
+}
+
+void dd_conf_missing_text(const dd_conf_item_t *it, int in_elem, char *out, size_t out_size)
+{
+    size_t len;
+    int alts = 0;
+
+    snprintf(out, out_size, "missing required setting %s", in_elem ? it->elem : it->path);
+    for (int i = 0; i < dd_conf_item_cnt; i++) {
+        const dd_conf_item_t *alt = &dd_conf_items[i];
+        if (!alt->replaces || strcmp(alt->replaces, it->path) != 0) continue;
+        len = strlen(out);
+        snprintf(out + len, out_size - len, "%s%s", alts++ ? ", " : " (or ",
+                 in_elem ? alt->elem : alt->path);
+    }
+    len = strlen(out);
+    if (alts) snprintf(out + len, out_size - len, ")");
+}
+
 const char *dd_conf_name(dd_conf_ctx_t *ctx, const char *path, char *out, size_t out_size)
 {
     int idx = dd_conf_item_idx(path);

@@ -113,6 +113,10 @@ typedef struct dd_conf_item_s {
     int64_t unit_ms;                /* durations: 1 stores ms, 1000 stores seconds */
     int (*parse)(const char *name); /* enums: name -> value, -1 if unknown */
     const char *allowed;            /* text for the reference when bounds do not say it */
+    /* a setting that may stand instead of the required one at this path
+     * (handler.sql instead of handler.path): the required one is then
+     * met, and the two may not both be set */
+    const char *replaces;
     dd_conf_check_t check;
     const char *desc;
     /* A setting each element of a list of groups has (per: DD_PER_*):
@@ -224,6 +228,12 @@ int dd_conf_warn(dd_conf_ctx_t *ctx, int idx, const char *fmt, ...)
 int dd_conf_nomem(dd_conf_ctx_t *ctx);
 /* 1 when the file or the environment set setting idx. */
 int dd_conf_is_explicit(dd_conf_ctx_t *ctx, int idx);
+/* 1 when required setting idx is missing: neither it nor a setting that
+ * replaces it (dd_conf_item_t.replaces) was set. */
+int dd_conf_is_missing(dd_conf_ctx_t *ctx, int idx);
+/* "missing required setting NAME" with what may stand instead of it
+ * ("handler.path (or handler.sql, handler.http)"), into out. */
+void dd_conf_missing_text(const dd_conf_item_t *it, int in_elem, char *out, size_t out_size);
 /* The name of the setting at path ("dedup.key") as a message in this load
  * names it: the path, or its path inside the element being loaded. */
 const char *dd_conf_name(dd_conf_ctx_t *ctx, const char *path, char *out, size_t out_size);

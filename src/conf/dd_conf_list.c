@@ -206,11 +206,12 @@ static int dd_conf_elem_check(dd_conf_ctx_t *ctx, const dd_conf_list_t *list)
 
     for (int i = 0; !err && i < dd_conf_item_cnt; i++) {
         const dd_conf_item_t *it = &dd_conf_items[i];
+        char what[256];
         if (!(it->per & list->per) || !(it->flags & (DD_CF_REQUIRED | DD_CF_ROUTE_REQ)) ||
-            dd_conf_is_explicit(ctx, i))
+            !dd_conf_is_missing(ctx, i))
             continue;
-        dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: %s: missing required setting %s", where,
-                      ctx->elem_label, it->elem);
+        dd_conf_missing_text(it, 1, what, sizeof(what));
+        dd_errstr_set(ctx->errstr, ctx->errstr_size, "%s: %s: %s", where, ctx->elem_label, what);
         err = DD_ERR_CONFIG;
     }
     for (int i = 0; !err && i < dd_conf_item_cnt; i++)

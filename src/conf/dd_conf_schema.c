@@ -279,7 +279,15 @@ const dd_conf_item_t dd_conf_items[] = {
      .desc = "The business handler plugin (the one route's, without routes)."},
     {.path = "handler.path", .type = DD_CT_STRING, .flags = DD_CF_REQUIRED, DD_RAT("handler.path", handler.path), .check = dd_conf_check_handler_path,
      .desc = "Handler shared object; relative paths are relative to the config file's "
-             "directory."},
+             "directory. A handler that ships with dedupd is named by its own group instead "
+             "(handler.sql, handler.http)."},
+    {.path = "handler.sql", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_RAT("handler.sql", handler.config), .replaces = "handler.path",
+     .desc = "The SQL handler that ships with dedupd, configured by this group instead of a "
+             "plugin named by handler.path (docs/HANDLERS.md, \"The SQL handler\")."},
+    {.path = "handler.http", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_RAT("handler.http", handler.config), .replaces = "handler.path",
+     .desc = "The HTTP handler that ships with dedupd (external mode), configured by this "
+             "group instead of a plugin named by handler.path (docs/HANDLERS.md, \"The HTTP "
+             "handler\")."},
     {.path = "handler.grants", .type = DD_CT_STRING, DD_RAT("handler.grants", handler.grants), .check = dd_conf_check_handler_grants,
      .desc = "The handler's GRANT statements (a file of GRANT lines, as the examples' "
              "grants.sql; relative to the config file's directory): run and check look each "

@@ -282,7 +282,7 @@ static const struct {
      "%s:4: route #1: missing required setting name"},
     {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t", "") ",\n  { name = \"b\"; topics = [\"y\"]; "
                                                       "key = \"k:${id}\"; table = \"u\"; }\n);\n",
-     "%s:5: route b: missing required setting handler.path"},
+     "%s:5: route b: missing required setting handler.path (or handler.sql, handler.http)"},
     {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t", "\n    ttl = \"1ms\"; ") "\n);\n",
      "%s:5: route a: setting ttl: must be between 1s and 3650d, got 1ms"},
     {HEAD "routes = (\n" ROUTE("a", "\"x\"", "t", "\n    lane_key = \"${zz}\"; ") "\n);\n",
