@@ -165,6 +165,13 @@ static size_t dd_dlq_headers_size(const rd_kafka_headers_t *hdrs)
     return total;
 }
 
+#define DD_DLQ_HEADER_NAME(id, name, help) name,
+const char *const dd_dlq_header_names[DD_DLQ_H_COUNT] = {DD_DLQ_HEADER_TABLE(DD_DLQ_HEADER_NAME)};
+#undef DD_DLQ_HEADER_NAME
+#define DD_DLQ_HEADER_HELP(id, name, help) help,
+const char *const dd_dlq_header_helps[DD_DLQ_H_COUNT] = {DD_DLQ_HEADER_TABLE(DD_DLQ_HEADER_HELP)};
+#undef DD_DLQ_HEADER_HELP
+
 #define DD_DLQ_CONNECT "__connect.errors."
 
 /* 1 for a header of ours: dedupd.*, and Kafka Connect's when we write them. */
@@ -221,14 +228,16 @@ static rd_kafka_headers_t *dd_dlq_headers(const dd_dlq_t *dlq, const dd_dlq_lett
     for (size_t i = 0;
          !bare && l->headers && !rd_kafka_header_get_all(l->headers, i, &name, &val, &size); i++)
         if (!dd_dlq_own_header(dlq, name)) rd_kafka_header_add(hdrs, name, -1, val, (ssize_t)size);
-    rd_kafka_header_add(hdrs, "dedupd.reason", -1, l->reason, -1);
-    rd_kafka_header_add(hdrs, "dedupd.error", -1, l->error ? l->error : "", -1);
-    rd_kafka_header_add(hdrs, "dedupd.topic", -1, l->topic, -1);
+    rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_REASON], -1, l->reason, -1);
+    rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_ERROR], -1, l->error ? l->error : "",
+                        -1);
+    rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_TOPIC], -1, l->topic, -1);
     snprintf(num, sizeof(num), "%d", (int)l->partition);
-    rd_kafka_header_add(hdrs, "dedupd.partition", -1, num, -1);
+    rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_PARTITION], -1, num, -1);
     snprintf(num, sizeof(num), "%lld", (long long)l->offset);
-    rd_kafka_header_add(hdrs, "dedupd.offset", -1, num, -1);
-    if (l->biz_key) rd_kafka_header_add(hdrs, "dedupd.biz_key", -1, l->biz_key, -1);
+    rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_OFFSET], -1, num, -1);
+    if (l->biz_key)
+        rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_BIZ_KEY], -1, l->biz_key, -1);
     if (dlq->conf->dlq_connect_headers) dd_dlq_connect_headers(dlq, l, hdrs);
     return hdrs;
 }
@@ -248,7 +257,7 @@ static rd_kafka_headers_t *dd_dlq_fit(const dd_dlq_t *dlq, const dd_dlq_letter_t
     *payload_len = l->payload_len;
     if (!*bare && used + l->payload_len <= dlq->max_bytes) return hdrs;
     snprintf(num, sizeof(num), "%zu", l->payload_len);
-    trunc = strlen("dedupd.truncated") + strlen(num) + DD_DLQ_HEADER_OVERHEAD;
+    trunc = strlen(dd_dlq_header_names[DD_DLQ_H_TRUNCATED]) + strlen(num) + DD_DLQ_HEADER_OVERHEAD;
     if (!*bare && used + trunc >= dlq->max_bytes) {
         rd_kafka_headers_destroy(hdrs);
         *bare = 1;
@@ -256,7 +265,7 @@ static rd_kafka_headers_t *dd_dlq_fit(const dd_dlq_t *dlq, const dd_dlq_letter_t
     }
     *payload_len = *bare ? 0 : dlq->max_bytes - used - trunc;
     if (*payload_len < l->payload_len)
-        rd_kafka_header_add(hdrs, "dedupd.truncated", -1, num, -1);
+        rd_kafka_header_add(hdrs, dd_dlq_header_names[DD_DLQ_H_TRUNCATED], -1, num, -1);
     else
         *payload_len = l->payload_len;
     return hdrs;

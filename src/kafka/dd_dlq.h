@@ -28,6 +28,33 @@
 
 #include "dd_conf.h"
 
+/* The headers dedupd writes on every dead letter, as one table: X(ID,
+ * name, what it holds). dd_dlq.c writes them by these names, and `dedupd
+ * describe` documents the dead-letter channel from the same table. */
+/* clang-format off */
+#define DD_DLQ_HEADER_TABLE(X)                                                                     \
+    X(REASON, "dedupd.reason", "Why the message was dead-lettered: one of the reasons.")           \
+    X(ERROR, "dedupd.error", "What exactly was wrong, in words (a byte offset for a payload "       \
+                             "that could not be read).")                                            \
+    X(TOPIC, "dedupd.topic", "The topic the message was read from.")                               \
+    X(PARTITION, "dedupd.partition", "Its partition, in decimal.")                                 \
+    X(OFFSET, "dedupd.offset", "Its offset, in decimal.")                                          \
+    X(BIZ_KEY, "dedupd.biz_key", "Its business key, when one could be rendered.")                  \
+    X(TRUNCATED, "dedupd.truncated", "The payload's original length, when it had to be cut to "    \
+                                     "fit the producer's message.max.bytes.")
+/* clang-format on */
+
+typedef enum {
+#define DD_DLQ_HEADER_ENUM(id, name, help) DD_DLQ_H_##id,
+    DD_DLQ_HEADER_TABLE(DD_DLQ_HEADER_ENUM)
+#undef DD_DLQ_HEADER_ENUM
+        DD_DLQ_H_COUNT
+} dd_dlq_header_t;
+
+/* The name and the description of each dd_dlq_header_t. */
+extern const char *const dd_dlq_header_names[DD_DLQ_H_COUNT];
+extern const char *const dd_dlq_header_helps[DD_DLQ_H_COUNT];
+
 typedef struct dd_dlq_s dd_dlq_t;
 
 /* Called from dd_dlq_poll() on the polling thread; err 0 means acknowledged. */
