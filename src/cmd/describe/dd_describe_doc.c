@@ -39,17 +39,20 @@ static const struct {
     const char *meaning;
     const char *copy;
 } dd_describe_states[] = {
-    {"applied", 0, "The message's effect happened once; the row keeps its request hash and "
-                   "the handler's response.",
+    {"applied", 0,
+     "The message's effect happened once; the row keeps its request hash and "
+     "the handler's response.",
      "A copy with the same request hash is a replay: skipped, its offset committed. A copy "
      "with another hash is a conflict: dead-lettered with reason conflict; the stored row is "
      "never overwritten."},
-    {"failed", 0, "The handler rejected the message (or its retries ran out): nothing was "
-                  "applied; the row keeps the error.",
+    {"failed", 0,
+     "The handler rejected the message (or its retries ran out): nothing was "
+     "applied; the row keeps the error.",
      "With dedup.retry_failed, a copy with the same request hash is applied again; with "
      "another hash it is a conflict. Without it, every copy is dead-lettered."},
-    {"processing", 1, "External mode: a consumer holds the key under a lease while it calls "
-                      "the downstream with the key and its fencing token.",
+    {"processing", 1,
+     "External mode: a consumer holds the key under a lease while it calls "
+     "the downstream with the key and its fencing token.",
      "A copy waits for the key's claim: once the lease runs out another consumer takes it "
      "over with a larger token and asks the downstream what happened before acting again."},
 };
@@ -107,8 +110,7 @@ static cJSON *dd_describe_step(cJSON *parent, const dd_jpath_step_t *st, int req
     dd_describe_type(parent, "object");
     if (!(props = cJSON_GetObjectItem(parent, "properties")))
         props = cJSON_AddObjectToObject(parent, "properties");
-    if (!(child = cJSON_GetObjectItem(props, name)))
-        child = cJSON_AddObjectToObject(props, name);
+    if (!(child = cJSON_GetObjectItem(props, name))) child = cJSON_AddObjectToObject(props, name);
     if (!required) return child;
     if (!(req = cJSON_GetObjectItem(parent, "required")))
         req = cJSON_AddArrayToObject(parent, "required");
@@ -158,8 +160,9 @@ static void dd_describe_example_set(cJSON *root, const dd_jpath_t *path)
             snprintf(value, sizeof(value), "%s-1", name);
             if (!cJSON_IsObject(node)) return;
             if (!(next = cJSON_GetObjectItem(node, name))) {
-                next = last ? cJSON_CreateString(value)
-                            : (path->steps[s + 1].name ? cJSON_CreateObject() : cJSON_CreateArray());
+                next = last
+                           ? cJSON_CreateString(value)
+                           : (path->steps[s + 1].name ? cJSON_CreateObject() : cJSON_CreateArray());
                 cJSON_AddItemToObject(node, name, next);
             }
         } else {
@@ -404,8 +407,9 @@ static cJSON *dd_describe_dlq_message(const dd_conf_t *conf, const dd_conf_route
     cJSON *m = cJSON_CreateObject(), *hdr, *props, *reasons, *names;
 
     cJSON_AddStringToObject(m, "name", "deadLetter");
-    cJSON_AddStringToObject(m, "summary", "A message dedupd could not apply: the original key, "
-                                          "payload and headers, and why.");
+    cJSON_AddStringToObject(m, "summary",
+                            "A message dedupd could not apply: the original key, "
+                            "payload and headers, and why.");
     hdr = cJSON_AddObjectToObject(m, "headers");
     cJSON_AddStringToObject(hdr, "type", "object");
     props = cJSON_AddObjectToObject(hdr, "properties");
@@ -417,8 +421,8 @@ static cJSON *dd_describe_dlq_message(const dd_conf_t *conf, const dd_conf_route
         reasons = dd_describe_reasons(conf, rt, external);
         names = cJSON_AddArrayToObject(p, "enum");
         for (cJSON *r = reasons->child; r; r = r->next)
-            cJSON_AddItemToArray(names, cJSON_CreateString(
-                                            cJSON_GetObjectItem(r, "reason")->valuestring));
+            cJSON_AddItemToArray(names,
+                                 cJSON_CreateString(cJSON_GetObjectItem(r, "reason")->valuestring));
         cJSON_Delete(reasons);
     }
     cJSON_AddObjectToObject(m, "payload");
@@ -452,14 +456,14 @@ static cJSON *dd_describe_idempotency(const dd_describe_in_t *in, cJSON *schema,
     }
     dd_describe_example(key, tmpl, hash, d);
     dd_describe_hash(x, schema, d);
-    if (dd_describe_tmpl(x, "orderingKey", d->lane_key ? d->lane_key : d->key, schema,
-                         DD_ROLE_LANE, "dedup.lane_key", &sub, errstr, errstr_size))
+    if (dd_describe_tmpl(x, "orderingKey", d->lane_key ? d->lane_key : d->key, schema, DD_ROLE_LANE,
+                         "dedup.lane_key", &sub, errstr, errstr_size))
         goto done;
     dd_key_tmpl_destroy(sub);
     sub = NULL;
     if (in->conf->shard_cnt > 1 &&
-        dd_describe_tmpl(x, "shardKey", d->shard_key ? d->shard_key : d->key, schema,
-                         DD_ROLE_SHARD, "dedup.shard_key", &sub, errstr, errstr_size))
+        dd_describe_tmpl(x, "shardKey", d->shard_key ? d->shard_key : d->key, schema, DD_ROLE_SHARD,
+                         "dedup.shard_key", &sub, errstr, errstr_size))
         goto done;
     dd_describe_window(x, in->conf, d);
     dd_describe_states_add(x, external, d->retry_failed);
@@ -560,8 +564,8 @@ cJSON *dd_describe_doc(const dd_describe_in_t *in, char *errstr, size_t errstr_s
 {
     const dd_conf_route_t *rt = &in->conf->routes[in->route];
     int external = in->h && dd_handler_mode(in->h) == DEDUPD_MODE_EXTERNAL;
-    cJSON *doc = cJSON_CreateObject(), *schema = cJSON_CreateObject(), *x, *channels, *ops,
-          *comps, *msgs, *msg;
+    cJSON *doc = cJSON_CreateObject(), *schema = cJSON_CreateObject(), *x, *channels, *ops, *comps,
+          *msgs, *msg;
 
     cJSON_AddStringToObject(doc, "asyncapi", "3.0.0");
     if (!(x = dd_describe_idempotency(in, schema, external, errstr, errstr_size))) {
