@@ -163,17 +163,19 @@ static int dd_run_check_layout(const dd_conf_t *conf, MYSQL *db, int s, char *er
     return rc;
 }
 
-/* In every shard, every route's dedup table must hold keys of the format
- * this dedupd renders, and be granted (and, for a handler in external
- * mode, have the fence column); with several shards, each must record
- * this configuration's layout (and, for mysql.shard_check = auto,
- * when it changed: into w). */
+/* In every shard, dedupd's tables must be granted, and every route's dedup
+ * table must hold keys of the format this dedupd renders and be granted
+ * (and, for a handler in external mode, have the fence column); with
+ * several shards, each must record this configuration's layout (and, for
+ * mysql.shard_check = auto, when it changed: into w). */
 static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, int s,
                               dd_run_window_t *w, char *errstr, size_t errstr_size)
 {
     dd_db_t *db = NULL;
     int rc = dd_db_new_shard(&db, conf, s, errstr, errstr_size), positions = 0;
+    unsigned needs = dd_grants_run_needs(conf);
 
+    if (!rc) rc = dd_grants_check(db, conf, NULL, needs, errstr, errstr_size);
     if (!rc) rc = dd_run_check_layout(conf, dd_db_mysql(db), s, errstr, errstr_size);
     if (!rc && conf->shard_cnt > 1 && conf->shard_check == DD_SHARD_CHECK_AUTO)
         dd_run_read_window(conf, dd_db_mysql(db), s, w);
@@ -185,7 +187,8 @@ static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, in
         int external = dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL, index = 0;
         rc = dd_migrate_check_key_format(dd_db_mysql(db), table, errstr, errstr_size);
         if (!rc)
-            rc = dd_grants_check(db, conf, table, dd_grants_run_needs(conf), errstr, errstr_size);
+            rc = dd_grants_check(db, conf, table, needs & DD_GRANTS_DEDUP_NEEDS, errstr,
+                                 errstr_size);
         if (!rc && conf->routes[r].handler.grants)
             rc = dd_grants_check_declared(db, conf->routes[r].handler.grants, errstr, errstr_size);
         if (!rc && external)
