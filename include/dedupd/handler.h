@@ -130,11 +130,12 @@
  *    local mode, on the calling thread, with outbox.enabled on; elsewhere
  *    (init, conn_init, act, finish, reconcile, another thread) it fails;
  *  - msg is the message the event belongs to (in handle_batch one of
- *    msgs[]): the event's id is derived from its business key and the
- *    count of events emitted for it before in the same call, so the event
- *    of a replayed batch has the same id as in the attempt that rolled
- *    back, and host->event_id() tells it beforehand (to put it into the
- *    payload, for a consumer that cannot read headers);
+ *    msgs[]): the event's id is derived from the database's event
+ *    namespace (see docs/HANDLERS.md), the dedup table, its business key
+ *    and the count of events emitted for it before in the same call, so
+ *    the event of a replayed batch has the same id as in the attempt that
+ *    rolled back, and host->event_id() tells it beforehand (to put it into
+ *    the payload, for a consumer that cannot read headers);
  *  - the rows are written when the call returns OK, all of the call's
  *    events in one statement (a call that does not return OK writes none),
  *    so the handler does not find them in the table during the call;

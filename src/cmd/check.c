@@ -18,6 +18,7 @@
 #include "dd_kafka.h"
 #include "dd_key.h"
 #include "dd_migrate.h"
+#include "dd_outbox.h"
 #include "dd_position.h"
 #include "dd_routes.h"
 #include "dd_tls.h"
@@ -206,6 +207,14 @@ static int dd_check_own_tables(const dd_conf_t *conf, dd_db_t *db, const char *w
     }
     printf("ok   %sprivileges: %s may do what dedupd run does on dedupd's tables%s\n", which,
            dd_db_settings(db)->user, conf->outbox.enabled ? " (the outbox too)" : "");
+    if (conf->outbox.enabled) {
+        char ns[DD_OUTBOX_NS_LEN + 1];
+        if (dd_outbox_namespace(dd_db_mysql(db), ns, err, sizeof(err)) != DD_OK) {
+            printf("FAIL %soutbox: %s\n", which, err);
+            return 1;
+        }
+        printf("ok   %soutbox: " DD_OUTBOX_TABLE " records the event namespace %s\n", which, ns);
+    }
     if (dd_position_check(db, conf, &exists, err, sizeof(err)) != DD_OK) {
         printf("FAIL %spositions: %s\n", which, err);
         return 1;

@@ -42,7 +42,8 @@
 
 #define DD_RELAY_STATUS_MS 1000 /* the status is refreshed this often */
 #define DD_RELAY_LOCK_WAIT_MS 1000
-#define DD_RELAY_PAUSE_MAX 32 /* topics paused at once, at most */
+#define DD_RELAY_LOCK_PREFIX "dedupd_outbox_relay:" /* + 40 hex digits: 60 characters */
+#define DD_RELAY_PAUSE_MAX 32                       /* topics paused at once, at most */
 #define DD_RELAY_STOP_WAIT_MS 5000
 #define DD_RELAY_RUNS_MAX 64 /* ranges of ids in flight left out of a read, at most */
 
@@ -235,13 +236,17 @@ static int dd_relay_producer(dd_relay_shard_t *sh, char *errstr, size_t errstr_s
     return DD_OK;
 }
 
-/* The shard's lock, per database: 1 taken, 0 another session holds it. */
+/* The shard's lock, per database: 1 taken, 0 another session holds it.
+ * Lock names are the server's (at most 64 characters), so the name holds
+ * a digest of the whole database name: two databases of one server never
+ * share it, however long a prefix their names share. */
 static int dd_relay_lock(dd_relay_shard_t *sh, int *got, char *errstr, size_t errstr_size)
 {
     double v = 0;
-    int rc = dd_relay_query_nums(
-        sh, "SELECT GET_LOCK(LEFT(CONCAT('dedupd_outbox_relay:', DATABASE()), 64), 0)", &v, 1,
-        errstr, errstr_size);
+    int rc = dd_relay_query_nums(sh,
+                                 "SELECT GET_LOCK(CONCAT('" DD_RELAY_LOCK_PREFIX
+                                 "', LEFT(SHA2(DATABASE(), 256), 40)), 0)",
+                                 &v, 1, errstr, errstr_size);
 
     *got = !rc && v == 1;
     return rc;

@@ -12,8 +12,9 @@
  * retries, and no send ever times out (message.timeout.ms = 0), so a
  * later event of a key never lands before an earlier one that is still
  * being tried. Several relays at once: per shard the one holding the
- * server's named lock (GET_LOCK, per database) publishes, the others wait
- * for it; a relay that loses its connection loses the lock with it.
+ * server's named lock (GET_LOCK, named by a digest of the database's name)
+ * publishes, the others wait for it; a relay that loses its connection
+ * loses the lock with it.
  *
  * Failures: a topic whose events fail for a reason that may pass (it does
  * not exist yet, the broker refused it for now) is paused, its events

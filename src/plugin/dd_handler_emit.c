@@ -23,11 +23,13 @@
 static _Thread_local dd_handler_call_t *dd_handler_call_cur;
 
 int dd_handler_emit_begin(dd_handler_call_t *call, const dedupd_host *host, const char *scope,
-                          size_t max, MYSQL *db, const dedupd_msg *const *msgs, size_t n)
+                          const char *ns, size_t max, MYSQL *db, const dedupd_msg *const *msgs,
+                          size_t n)
 {
     memset(call, 0, sizeof(*call));
     call->host = host;
-    call->scope = scope;
+    call->scope = ns ? scope : NULL;
+    call->ns = ns;
     call->max = max;
     call->db = db;
     call->msgs = msgs;
@@ -95,8 +97,8 @@ int dd_handler_host_event_id(const dedupd_host *host, const dedupd_msg *msg, cha
     long i = dd_handler_emit_where(host, msg, err, sizeof(err));
 
     if (i < 0 || !out || out_size < sizeof(id)) return -1;
-    dd_outbox_event_id(dd_handler_call_cur->scope, msg->biz_key, dd_handler_call_cur->emitted[i],
-                       id);
+    dd_outbox_event_id(dd_handler_call_cur->ns, dd_handler_call_cur->scope, msg->biz_key,
+                       dd_handler_call_cur->emitted[i], id);
     memcpy(out, id, sizeof(id));
     return 0;
 }
@@ -157,7 +159,7 @@ int dd_handler_host_emit(const dedupd_host *host, MYSQL *db, const dedupd_msg *m
     int rc = -1;
 
     if (i >= 0) {
-        dd_outbox_event_id(call->scope, msg->biz_key, call->emitted[i], ev.event_id);
+        dd_outbox_event_id(call->ns, call->scope, msg->biz_key, call->emitted[i], ev.event_id);
         rc = dd_outbox_append(&call->stmt, call->rows++, &ev, err, sizeof(err));
         if (!rc && call->stmt.len > DD_HANDLER_EMIT_FLUSH)
             rc = dd_handler_emit_flush(call, err, sizeof(err));

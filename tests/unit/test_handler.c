@@ -253,11 +253,14 @@ START_TEST(test_external)
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
     ck_assert_msg(strstr(res.error, "emit: called outside handle() and handle_batch()"), "%s",
                   res.error);
-    dd_handler_set_outbox(h, "dedup_record", 1000000);
+    {
+        const char *ns[] = {"0123456789abcdef0123456789abcdef"};
+        ck_assert_int_eq(dd_handler_set_outbox(h, "dedup_record", ns, 1, 1000000), 0);
+    }
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
     ck_assert_msg(strstr(res.error, "emit: called outside handle() and handle_batch()"), "%s",
                   res.error);
-    dd_handler_set_outbox(h, NULL, 0);
+    dd_handler_set_outbox(h, NULL, NULL, 0, 0);
     msg.biz_key = "bad";
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_REJECT);
     ck_assert_str_eq(res.error, "handler th_external returned invalid status 42 from act");
