@@ -19,7 +19,8 @@
  * Failures: a topic whose events fail for a reason that may pass (it does
  * not exist yet, the broker refused it for now) is paused, its events
  * left in the table, and tried again after a pause that doubles up to
- * outbox.retry_max, while the other topics' events go on. An event Kafka
+ * outbox.retry_max, while the other topics' events go on; the cluster's
+ * metadata says why (the topic does not exist, no broker answers). An event Kafka
  * refuses for good (too large, not authorized, an invalid record) is
  * parked: state 1 with the error, counted, never sent again by itself.
  */

@@ -235,7 +235,7 @@ static const char *dd_handler_outbox_ns(const dd_handler_t *h, const dedupd_msg 
 }
 
 /* Calls the optional init_host(host) or, without it, init(conf). */
-static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *errstr,
+static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, int outbox, char *errstr,
                            size_t errstr_size)
 {
     char err[DEDUPD_ERROR_SIZE] = "";
@@ -249,6 +249,7 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *
         .log = dd_handler_host_log,
         .emit = dd_handler_host_emit,
         .event_id = dd_handler_host_event_id,
+        .outbox = outbox,
     };
     if (h->init_host)
         rc = h->init_host(&h->state, &h->host, err, sizeof(err));
@@ -264,8 +265,8 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *
     return 0;
 }
 
-int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
-                    size_t errstr_size)
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, int outbox,
+                    char *errstr, size_t errstr_size)
 {
     dd_handler_t *h = NULL;
     int rc = DD_ERR_ARG;
@@ -291,7 +292,7 @@ int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t 
         goto out;
     }
     if ((rc = dd_handler_check(h, errstr, errstr_size)) != 0) goto out;
-    if ((rc = dd_handler_init(h, conf, errstr, errstr_size)) != 0) goto out;
+    if ((rc = dd_handler_init(h, conf, outbox, errstr, errstr_size)) != 0) goto out;
     *hp = h;
     h = NULL;
 out:

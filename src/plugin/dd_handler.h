@@ -16,10 +16,10 @@
 typedef struct dd_handler_s dd_handler_t;
 
 /* Loads path, checks the ABI and calls init_host (ABI >= 3, with the host
- * API: dedupd's logger, conf, the instance's name) or init(conf). conf
- * may be NULL. */
-int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
-                    size_t errstr_size);
+ * API: dedupd's logger, conf, the instance's name, whether the outbox is
+ * on: outbox.enabled) or init(conf). conf may be NULL. */
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, int outbox,
+                    char *errstr, size_t errstr_size);
 const char *dd_handler_name(const dd_handler_t *h);
 /* The file it was loaded from, as configured (resolved). */
 const char *dd_handler_path(const dd_handler_t *h);

@@ -9,11 +9,13 @@
  */
 #include "dd_handler_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dd_common.h"
+#include "dd_log.h"
 #include "dd_outbox.h"
 
 /* A statement this long is sent at once (the server's max_allowed_packet
@@ -21,6 +23,7 @@
 #define DD_HANDLER_EMIT_FLUSH (1024 * 1024)
 
 static _Thread_local dd_handler_call_t *dd_handler_call_cur;
+static atomic_int dd_handler_event_id_said; /* a failed event_id() was logged */
 
 int dd_handler_emit_begin(dd_handler_call_t *call, const dedupd_host *host, const char *scope,
                           const char *ns, size_t max, MYSQL *db, const dedupd_msg *const *msgs,
@@ -96,7 +99,14 @@ int dd_handler_host_event_id(const dedupd_host *host, const dedupd_msg *msg, cha
     char err[DEDUPD_ERROR_SIZE], id[DD_OUTBOX_ID_LEN + 1];
     long i = dd_handler_emit_where(host, msg, err, sizeof(err));
 
-    if (i < 0 || !out || out_size < sizeof(id)) return -1;
+    if (i >= 0 && (!out || out_size < sizeof(id)))
+        dd_errstr_set(err, sizeof(err), "event_id: out needs DEDUPD_EVENT_ID_SIZE bytes");
+    if (i < 0 || !out || out_size < sizeof(id)) {
+        /* the call has no errstr: the reason goes to the log, once */
+        if (!atomic_exchange(&dd_handler_event_id_said, 1))
+            dd_log(DD_LOG_WARN, "A handler's host->event_id() failed: %s (said once).", err);
+        return -1;
+    }
     dd_outbox_event_id(dd_handler_call_cur->ns, dd_handler_call_cur->scope, msg->biz_key,
                        dd_handler_call_cur->emitted[i], id);
     memcpy(out, id, sizeof(id));
