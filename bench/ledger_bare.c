@@ -303,7 +303,7 @@ static void lbare_schema(const char *path, MYSQL *db)
     dd_handler_t *h = NULL;
     char err[512];
 
-    if (dd_handler_load(&h, path, NULL, err, sizeof(err)) != 0 ||
+    if (dd_handler_load(&h, path, NULL, 0, err, sizeof(err)) != 0 ||
         dd_handler_migrate(h, db, err, sizeof(err)) != 0)
         lbare_die(path, err);
     dd_handler_destroy(h);

@@ -1,6 +1,8 @@
 -- The privileges of dedupd's two database users (docs/OPERATIONS.md,
 -- "Database users and privileges", quotes these lines and a unit test holds
 -- it to them; tests/integration/lib.sh grants exactly these to its users).
+-- The [runtime] and [outbox] lines are what dedupd checks at start
+-- (src/db/dd_grants.c, dd_grants_needed; a unit test holds them to it).
 -- The names are those of config/dedupd.conf: database `payments`, dedup
 -- table `dedup_record`, runtime user 'dedupd'@'%', the ledger handler's
 -- tables without a prefix. Replace them with yours; create the users first

@@ -27,9 +27,9 @@
 
 /* The commands, in the order `dedupd help` lists them. */
 static const dd_cmd_t *const dd_main_cmds[] = {
-    &dd_cmd_run,     &dd_cmd_migrate,      &dd_cmd_check,     &dd_cmd_replay,
-    &dd_cmd_redrive, &dd_cmd_purge,        &dd_cmd_reconcile, &dd_cmd_stats,
-    &dd_cmd_mock,    &dd_cmd_handler_test, &dd_cmd_relay,     &dd_cmd_describe,
+    &dd_cmd_run,   &dd_cmd_migrate,   &dd_cmd_check,    &dd_cmd_replay, &dd_cmd_redrive,
+    &dd_cmd_purge, &dd_cmd_reconcile, &dd_cmd_stats,    &dd_cmd_mock,   &dd_cmd_handler_test,
+    &dd_cmd_relay, &dd_cmd_outbox,    &dd_cmd_describe,
 };
 
 static void dd_main_usage(FILE *out)

@@ -25,7 +25,8 @@
  * Config (handler.config): table_prefix = "..." (optional, default "");
  * emit_topic = "..." (optional): each booked payment also emits the event
  * payment.booked to that topic, keyed by the merchant, in the same
- * transaction (host->emit, ABI 6; dedupd's outbox.enabled must be on).
+ * transaction (host->emit, ABI 6; dedupd's outbox.enabled must be on: with
+ * host version 3, init refuses to start without it).
  * Privileges of the runtime user: sql/grants.sql, section [ledger].
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
@@ -117,6 +118,16 @@ static int ledger_init(void **statep, const dedupd_host *host, char *errstr, siz
     }
     if (st->emit_topic[0] && host->version < 2) {
         snprintf(errstr, errstr_size, "handler.config.emit_topic needs a dedupd with host->emit");
+        free(st);
+        return -1;
+    }
+    /* Each booked payment emits: without the outbox every one would fail. */
+    if (st->emit_topic[0] && host->version >= 3 && !host->outbox) {
+        snprintf(errstr, errstr_size,
+                 "handler.config.emit_topic = \"%s\" emits an event per payment through the "
+                 "outbox, which is off: set outbox.enabled = true (and run dedupd migrate), or "
+                 "remove emit_topic",
+                 st->emit_topic);
         free(st);
         return -1;
     }
@@ -386,7 +397,8 @@ dedupd_status ledger_emit_booked(const ledger_state *st, MYSQL *db, const dedupd
 
     if (!st->emit_topic[0]) return DEDUPD_OK;
     if (st->host->event_id(st->host, msg, id, sizeof(id)) != 0) {
-        snprintf(res->error, sizeof(res->error), "ledger: no event id here");
+        snprintf(res->error, sizeof(res->error),
+                 "ledger: host->event_id failed (is dedupd's outbox.enabled on?)");
         return DEDUPD_REJECT;
     }
     ledger_json_str(p->merchant_id, m, sizeof(m));

@@ -130,11 +130,12 @@
  *    local mode, on the calling thread, with outbox.enabled on; elsewhere
  *    (init, conn_init, act, finish, reconcile, another thread) it fails;
  *  - msg is the message the event belongs to (in handle_batch one of
- *    msgs[]): the event's id is derived from its business key and the
- *    count of events emitted for it before in the same call, so the event
- *    of a replayed batch has the same id as in the attempt that rolled
- *    back, and host->event_id() tells it beforehand (to put it into the
- *    payload, for a consumer that cannot read headers);
+ *    msgs[]): the event's id is derived from the database's event
+ *    namespace (see docs/HANDLERS.md), the dedup table, its business key
+ *    and the count of events emitted for it before in the same call, so
+ *    the event of a replayed batch has the same id as in the attempt that
+ *    rolled back, and host->event_id() tells it beforehand (to put it into
+ *    the payload, for a consumer that cannot read headers);
  *  - the rows are written when the call returns OK, all of the call's
  *    events in one statement (a call that does not return OK writes none),
  *    so the handler does not find them in the table during the call;
@@ -154,7 +155,8 @@
  * up to its own, and reads a field only when the descriptor's abi_version
  * says it has it (handle_batch: version >= 2; init_host, the connection
  * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4;
- * version 6 adds no descriptor field, only the host's emit and event_id).
+ * version 6 adds no descriptor field, only the host's emit and event_id;
+ * host version 3 adds the host's outbox, within descriptor version 6).
  * dedupd fills every dedupd_msg field for every handler (headers since 3,
  * fence since 4, shard since 5). A handler built for a newer version than dedupd's is
  * refused at load, as is one for an unknown generation. dedupd_result
@@ -176,7 +178,7 @@ extern "C" {
 
 #define DEDUPD_HANDLER_ABI_VERSION 6
 #define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
-#define DEDUPD_HOST_VERSION 2    /* fields of dedupd_host this header knows */
+#define DEDUPD_HOST_VERSION 3    /* fields of dedupd_host this header knows */
 
 /* Size of dedupd_result.error, and of the errstr buffers dedupd passes. */
 #define DEDUPD_ERROR_SIZE 256
@@ -285,6 +287,12 @@ struct dedupd_host {
      * header dedupd.event_id), as text into out (DEDUPD_EVENT_ID_SIZE
      * bytes). Returns 0, or -1 when called where emit cannot be. */
     int (*event_id)(const dedupd_host *host, const dedupd_msg *msg, char *out, size_t out_size);
+    /* ---- version >= 3 ---- */
+    /* 1 when the outbox is on (outbox.enabled), so emit and event_id work
+     * in handle(); 0 when they fail there. A handler configured to emit
+     * refuses to start without it (init_host returns -1 naming the setting)
+     * rather than fail every message. */
+    int outbox;
 };
 
 typedef struct dedupd_handler {

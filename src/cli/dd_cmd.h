@@ -134,5 +134,6 @@ extern const dd_cmd_t dd_cmd_handler_test; /* cmd/handler-test/ */
 extern const dd_cmd_t dd_cmd_reconcile; /* jobs/dd_reconcile.c: external mode */
 extern const dd_cmd_t dd_cmd_relay;     /* cmd/relay.c: the outbox relay */
 extern const dd_cmd_t dd_cmd_describe;  /* cmd/describe/: the contract as AsyncAPI */
+extern const dd_cmd_t dd_cmd_outbox;    /* cmd/outbox.c: the outbox's parked events */
 
 #endif /* DD_CMD_H */

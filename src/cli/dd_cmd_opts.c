@@ -148,7 +148,8 @@ static int dd_cmd_load_handlers(const dd_cmd_ctx_t *ctx, char *err, size_t err_s
 
     if (ctx->only < 0) return dd_routes_load_handlers(conf, ctx->hs, err, err_size);
     hc = &conf->routes[ctx->only].handler;
-    return dd_handler_load(&ctx->hs[ctx->only], hc->path, hc->config, err, err_size);
+    return dd_handler_load(&ctx->hs[ctx->only], hc->path, hc->config, conf->outbox.enabled, err,
+                           err_size);
 }
 
 int dd_cmd_prepare(const dd_cmd_t *cmd, const void *opts, dd_cmd_ctx_t *ctx, dd_handler_t **hs)

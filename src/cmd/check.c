@@ -18,6 +18,8 @@
 #include "dd_kafka.h"
 #include "dd_key.h"
 #include "dd_migrate.h"
+#include "dd_outbox.h"
+#include "dd_position.h"
 #include "dd_routes.h"
 #include "dd_tls.h"
 #include "dd_validate.h"
@@ -158,7 +160,8 @@ static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r)
         printf("FAIL %skey format: %s\n", who, err);
         bad = 1;
     }
-    if (dd_grants_check(db, conf, table, dd_grants_run_needs(conf), err, sizeof(err)) == DD_OK) {
+    if (dd_grants_check(db, conf, table, dd_grants_run_needs(conf) & DD_GRANTS_DEDUP_NEEDS, err,
+                        sizeof(err)) == DD_OK) {
         printf("ok   %sprivileges: %s may do what dedupd run does on %s\n", who,
                dd_db_settings(db)->user, table);
     } else {
@@ -191,10 +194,46 @@ static int dd_check_layout(const dd_conf_t *conf, dd_db_t *db, int s, const char
     return 0;
 }
 
+/* dedupd's own tables in one shard: granted for what run does with them,
+ * the positions' table there. Returns 1 when something failed. */
+static int dd_check_own_tables(const dd_conf_t *conf, dd_db_t *db, const char *which, int *warnings)
+{
+    char err[1024];
+    int exists = 0;
+
+    if (dd_grants_check(db, conf, NULL, dd_grants_run_needs(conf), err, sizeof(err)) != DD_OK) {
+        printf("FAIL %sprivileges: %s\n", which, err);
+        return 1;
+    }
+    printf("ok   %sprivileges: %s may do what dedupd run does on dedupd's tables%s\n", which,
+           dd_db_settings(db)->user, conf->outbox.enabled ? " (the outbox too)" : "");
+    if (conf->outbox.enabled) {
+        char ns[DD_OUTBOX_NS_LEN + 1];
+        if (dd_outbox_namespace(dd_db_mysql(db), ns, err, sizeof(err)) != DD_OK) {
+            printf("FAIL %soutbox: %s\n", which, err);
+            return 1;
+        }
+        printf("ok   %soutbox: " DD_OUTBOX_TABLE " records the event namespace %s\n", which, ns);
+    }
+    if (dd_position_check(db, conf, &exists, err, sizeof(err)) != DD_OK) {
+        printf("FAIL %spositions: %s\n", which, err);
+        return 1;
+    }
+    if (exists)
+        printf("ok   %spositions: %s may read and write dedupd_position\n", which,
+               dd_db_settings(db)->user);
+    else
+        printf("WARN %spositions: no table dedupd_position, so the consumer's positions are "
+               "not kept in the database: run `dedupd migrate` with this configuration\n",
+               which);
+    *warnings += !exists;
+    return 0;
+}
+
 /* One database shard (the database, without mysql.shards): connected to,
- * each route's table in it, and its recorded layout. Returns 1 when
- * something failed. */
-static int dd_check_shard(const dd_conf_t *conf, int s)
+ * dedupd's tables, each route's table in it, and its recorded layout.
+ * Returns 1 when something failed. */
+static int dd_check_shard(const dd_conf_t *conf, int s, int *warnings)
 {
     const dd_conf_mysql_t *my = &conf->shards[s];
     char err[1024], tls[200] = "unix socket, no TLS", which[400] = "", addr[300];
@@ -210,6 +249,7 @@ static int dd_check_shard(const dd_conf_t *conf, int s)
     }
     if (!my->socket) dd_tls_describe(dd_db_mysql(db), tls, sizeof(tls));
     printf("ok   database: %sconnected to %s as %s (%s)\n", which, my->database, my->user, tls);
+    bad |= dd_check_own_tables(conf, db, which, warnings);
     if (conf->shard_cnt > 1) bad |= dd_check_layout(conf, db, s, which);
     for (int r = 0; r < conf->route_cnt; r++)
         bad |= dd_check_table(conf, db, r);
@@ -242,7 +282,7 @@ static int dd_check_run(const dd_cmd_ctx_t *ctx, void *opts)
     /* What `dedupd run` checks before it starts, in the same words. */
     if (dd_validate_conf(conf, hs, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
     for (int s = 0; s < conf->shard_cnt; s++)
-        bad |= dd_check_shard(conf, s);
+        bad |= dd_check_shard(conf, s, &warnings);
     bad |= dd_check_kafka(conf, &warnings);
     dd_routes_destroy_handlers(hs, conf->route_cnt);
     if (bad)
@@ -261,10 +301,11 @@ const dd_cmd_t dd_cmd_check = {
     .usage = "usage: dedupd check -c FILE\n"
              "\n"
              "Validates what `dedupd run` validates before it starts, for every route, then\n"
-             "connects to the database (each dedup table's schema version, key format,\n"
-             "privileges) and looks every topic up in the cluster's metadata (without\n"
-             "creating it; a pattern's topics must match one route only). One line per\n"
-             "finding: ok, WARN or FAIL.\n",
+             "connects to the database (the privileges on dedupd's tables, the positions'\n"
+             "table, each dedup table's schema version, key format and privileges) and\n"
+             "looks every topic up in the cluster's metadata (without creating it; a\n"
+             "pattern's topics must match one route only). One line per finding: ok, WARN\n"
+             "or FAIL.\n",
     .exits = "  0  passed (maybe with warnings)\n"
              "  1  a check failed\n"
              "  2  usage error\n",

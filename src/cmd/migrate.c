@@ -90,7 +90,8 @@ static int dd_migrate_cmd_shard(const dd_conf_t *conf, dd_handler_t *const *hs, 
         if (!rc && dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL)
             rc = dd_migrate_processing_index(dd_db_mysql(db), table, 1, &index, err, sizeof(err));
     }
-    if (!rc && conf->outbox.enabled) rc = dd_outbox_migrate(dd_db_mysql(db), err, sizeof(err));
+    if (!rc && conf->outbox.enabled)
+        rc = dd_outbox_migrate(dd_db_mysql(db), NULL, err, sizeof(err));
     for (int r = 0; !rc && r < conf->route_cnt; r++) {
         char msg[900];
         if ((rc = dd_handler_migrate(hs[r], dd_db_mysql(db), msg, sizeof(msg))) && conf->has_routes)

@@ -4,7 +4,8 @@
  * keys of this dedupd's format, then runs the pipeline with the HTTP
  * endpoint, the background purge and, when some route's handler is in
  * external mode, the compensation scan until SIGTERM/SIGINT (or, with
- * --exit-at-end, until every assigned partition is applied and committed),
+ * --exit-at-end, until every assigned partition is applied and committed
+ * and the outbox's events are published),
  * and prints a summary line on stdout.
  */
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "dd_http.h"
 #include "dd_log.h"
 #include "dd_migrate.h"
+#include "dd_outbox.h"
 #include "dd_pipeline.h"
 #include "dd_purge.h"
 #include "dd_reconcile.h"
@@ -43,7 +45,8 @@ typedef struct {
 static const dd_cmd_opt_t dd_run_opts[] = {
     DD_CMD_FLAG("exit-at-end", dd_run_opts_t, exit_at_end,
                 "exit 0 once every assigned partition is applied and\n"
-                "committed up to its end offset at start"),
+                "committed up to its end offset at start, and the\n"
+                "outbox's events are published (outbox.enabled)"),
     DD_CMD_OPT_END,
 };
 
@@ -163,17 +166,19 @@ static int dd_run_check_layout(const dd_conf_t *conf, MYSQL *db, int s, char *er
     return rc;
 }
 
-/* In every shard, every route's dedup table must hold keys of the format
- * this dedupd renders, and be granted (and, for a handler in external
- * mode, have the fence column); with several shards, each must record
- * this configuration's layout (and, for mysql.shard_check = auto,
- * when it changed: into w). */
+/* In every shard, dedupd's tables must be granted, and every route's dedup
+ * table must hold keys of the format this dedupd renders and be granted
+ * (and, for a handler in external mode, have the fence column); with
+ * several shards, each must record this configuration's layout (and, for
+ * mysql.shard_check = auto, when it changed: into w). */
 static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, int s,
                               dd_run_window_t *w, char *errstr, size_t errstr_size)
 {
     dd_db_t *db = NULL;
     int rc = dd_db_new_shard(&db, conf, s, errstr, errstr_size), positions = 0;
+    unsigned needs = dd_grants_run_needs(conf);
 
+    if (!rc) rc = dd_grants_check(db, conf, NULL, needs, errstr, errstr_size);
     if (!rc) rc = dd_run_check_layout(conf, dd_db_mysql(db), s, errstr, errstr_size);
     if (!rc && conf->shard_cnt > 1 && conf->shard_check == DD_SHARD_CHECK_AUTO)
         dd_run_read_window(conf, dd_db_mysql(db), s, w);
@@ -185,7 +190,8 @@ static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, in
         int external = dd_handler_mode(hs[r]) == DEDUPD_MODE_EXTERNAL, index = 0;
         rc = dd_migrate_check_key_format(dd_db_mysql(db), table, errstr, errstr_size);
         if (!rc)
-            rc = dd_grants_check(db, conf, table, dd_grants_run_needs(conf), errstr, errstr_size);
+            rc = dd_grants_check(db, conf, table, needs & DD_GRANTS_DEDUP_NEEDS, errstr,
+                                 errstr_size);
         if (!rc && conf->routes[r].handler.grants)
             rc = dd_grants_check_declared(db, conf->routes[r].handler.grants, errstr, errstr_size);
         if (!rc && external)
@@ -237,6 +243,73 @@ static int dd_run_relay(const dd_conf_t *conf, dd_pipeline_t *pl, dd_relay_t **r
     }
     rc = dd_relay_new(relayp, conf, dd_run_publish_outbox, pl, errstr, errstr_size);
     return rc ? rc : dd_relay_start(*relayp, errstr, errstr_size);
+}
+
+/* The events every shard's outbox holds, counted on the connections db. */
+static int dd_run_outbox_count(const dd_conf_t *conf, dd_db_t **db, dd_outbox_count_t *all,
+                               char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    memset(all, 0, sizeof(*all));
+    for (int s = 0; !rc && s < conf->shard_cnt; s++) {
+        dd_outbox_count_t c;
+        if (!db[s]) rc = dd_db_new_shard(&db[s], conf, s, errstr, errstr_size);
+        if (!rc) rc = dd_outbox_count(dd_db_mysql(db[s]), &c, errstr, errstr_size);
+        all->pending += rc ? 0 : c.pending;
+        all->parked += rc ? 0 : c.parked;
+    }
+    return rc;
+}
+
+/* While the relay publishes what waits: what it says, every 10 s. */
+static void dd_run_outbox_waiting(dd_relay_t *relay, const dd_outbox_count_t *c, int64_t *said_ms)
+{
+    dd_outbox_stats_t st;
+
+    if (dd_now_ms() - *said_ms < 10000) return;
+    *said_ms = dd_now_ms();
+    dd_relay_stats(relay, &st);
+    dd_log(DD_LOG_INFO,
+           "--exit-at-end: waiting for the outbox relay to publish %lld event(s) before "
+           "exiting%s%s.",
+           (long long)c->pending, st.state[0] ? "; the relay: " : "", st.state);
+}
+
+/* --exit-at-end with the outbox: the events the run committed are
+ * published before the process exits, by its relay (or another that holds
+ * a shard's lock), until a signal stops the wait; then one line says what
+ * the outbox still holds. */
+static int dd_run_outbox_drain(const dd_conf_t *conf, dd_relay_t *relay, char *errstr,
+                               size_t errstr_size)
+{
+    dd_db_t *db[DD_CONF_SHARD_MAX] = {0};
+    dd_outbox_count_t c;
+    int64_t said_ms = 0;
+    int rc;
+
+    while (!(rc = dd_run_outbox_count(conf, db, &c, errstr, errstr_size)) && c.pending > 0 &&
+           relay && !atomic_load(&dd_stop_requested)) {
+        dd_run_outbox_waiting(relay, &c, &said_ms);
+        dd_sleep_ms(100, &dd_stop_requested);
+    }
+    for (int s = 0; s < conf->shard_cnt; s++)
+        dd_db_destroy(db[s]);
+    if (rc) return rc;
+    if (c.pending > 0)
+        dd_log(DD_LOG_WARN, "Exiting with %lld event(s) left in the outbox, not yet published: %s.",
+               (long long)c.pending,
+               relay ? "stopped by a signal; the relay sends them at the next start"
+                     : "the relay does not run in this process (outbox.relay = false): `dedupd "
+                       "relay` sends them");
+    else
+        dd_log(DD_LOG_INFO, "--exit-at-end: every event in the outbox is published.");
+    if (c.parked > 0)
+        dd_log(DD_LOG_WARN,
+               "The outbox holds %lld parked event(s), refused by Kafka for good: `dedupd "
+               "outbox list` shows them.",
+               (long long)c.parked);
+    return DD_OK;
 }
 
 /* "a,b" for route r's topics. */
@@ -442,6 +515,8 @@ static int dd_run_run(const dd_cmd_ctx_t *ctx, void *opts)
     if (!rc) rc = dd_sd_start(sd, err, sizeof(err));
     if (!rc) {
         rc = dd_pipeline_run(pl, o->exit_at_end, &dd_stop_requested, err, sizeof(err));
+        if (!rc && o->exit_at_end && conf->outbox.enabled)
+            rc = dd_run_outbox_drain(conf, relay, err, sizeof(err));
         dd_run_summary(conf, pl);
         dd_pipeline_stats(pl, &end);
     }

@@ -13,31 +13,47 @@
 
 #include <stddef.h>
 
+#include "dd_buf.h"
 #include "dd_conf.h"
 #include "dd_db.h"
 
-/* What a command does with the dedup table (bits of `needs`). */
-#define DD_GRANTS_READ 0x01   /* look keys up: stats, replay */
-#define DD_GRANTS_CLAIM 0x02  /* claim keys, record outcomes: run, replay --apply */
-#define DD_GRANTS_PURGE 0x04  /* delete expired keys: purge, run's background purge */
-#define DD_GRANTS_TEMP 0x08   /* temporary tables: replay */
-#define DD_GRANTS_OUTBOX 0x10 /* the outbox: emit, relay (outbox.enabled) */
-/* The consumer's positions (table dedupd_position, given as `table`):
- * read and written by run. */
-#define DD_GRANTS_POSITION 0x20
+/* What a command does (bits of `needs`). On the dedup table: */
+#define DD_GRANTS_READ 0x01  /* look keys up: stats, replay */
+#define DD_GRANTS_CLAIM 0x02 /* claim keys, record outcomes: run, replay --apply */
+#define DD_GRANTS_PURGE 0x04 /* delete expired keys: purge, run's background purge */
+#define DD_GRANTS_DEDUP_NEEDS (DD_GRANTS_READ | DD_GRANTS_CLAIM | DD_GRANTS_PURGE)
+/* On the database and dedupd's other tables: */
+#define DD_GRANTS_TEMP 0x08     /* temporary tables: replay */
+#define DD_GRANTS_OUTBOX 0x10   /* dedupd_outbox: emit, relay (outbox.enabled) */
+#define DD_GRANTS_POSITION 0x20 /* dedupd_position: run (dd_position_check) */
+#define DD_GRANTS_TABLES 0x40   /* dedupd_schema, dedupd_shard_layout: run, check */
 
-/* The needs of `dedupd run` (and `check`) with conf: claims, the purge
- * unless purge.interval is 0, the outbox with outbox.enabled. */
+/* The needs of `dedupd run` (and `check`) with conf: claims, dedupd's
+ * tables, the purge unless purge.interval is 0, the outbox with
+ * outbox.enabled. The positions' are dd_position_check's, which lets a
+ * database without their table run on. */
 unsigned dd_grants_run_needs(const dd_conf_t *conf);
 
-/* Prepares one statement per privilege `needs` covers, on the dedup table
- * `table` (a route's): the server checks privileges when it prepares, and a prepared
- * statement that is closed without being executed changes nothing.
- * Returns 0; DD_ERR_FATAL with a message from dd_grants_explain() when a
- * privilege is missing; or the class of another error (errstr says which
- * statement). */
+/* Probes every privilege `needs` covers, each by preparing a statement
+ * that needs it (the server checks privileges when it prepares; nothing
+ * is executed): those on the dedup table on `table` (a route's; NULL:
+ * they are left out), the others on their objects. Returns 0;
+ * DD_ERR_FATAL with a message from dd_grants_explain() when a privilege
+ * is missing (the GRANT names every privilege of the object that is);
+ * DD_ERR_CONFIG when a table of dedupd's does not exist (run migrate); or
+ * the class of another error (errstr says which statement). */
 int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, const char *table, unsigned needs,
                     char *errstr, size_t errstr_size);
+
+/* Appends the GRANT lines of sql/grants.sql's section ("runtime",
+ * "outbox") to out, for database, the dedup table `table` and account
+ * ('dedupd'@'%'): what dd_grants_check checks, as the file gives it.
+ * 0, or DD_ERR_NOMEM. */
+int dd_grants_render(const char *section, const char *database, const char *table,
+                     const char *account, dd_buf_t *out);
+
+/* 1 when every privilege declared has a probe (for the unit test). */
+int dd_grants_probed(void);
 
 /* The message for a denied privilege, from the server's error (err, msg):
  * "the database user 'dedupd'@'%' lacks INSERT on payments.dedup_record
@@ -46,7 +62,8 @@ int dd_grants_check(dd_db_t *db, const dd_conf_t *conf, const char *table, unsig
  * granted on the database when on_db, else on the table. The server's own
  * words win where they are more precise (a column, or another privilege).
  * Returns 1 when err is a privilege error (1044, 1142, 1143), else 0 and
- * out is untouched. */
+ * out is untouched. grant may list several ("SELECT, INSERT"); shown NULL:
+ * no statement is shown. */
 int dd_grants_explain(const char *account, const char *database, const char *table,
                       const char *grant, int on_db, const char *purpose, const char *shown,
                       unsigned int err, const char *msg, char *out, size_t out_size);

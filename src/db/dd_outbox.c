@@ -1,7 +1,7 @@
 /*
- * The outbox table (see dd_outbox.h): its DDL, the insert host->emit()
- * runs in the handler's transaction, the event ids and the encoding of an
- * event's headers in its row.
+ * The outbox table (see dd_outbox.h): its DDL and the event namespace in
+ * its comment, the insert host->emit() runs in the handler's transaction,
+ * the event ids and the encoding of an event's headers in its row.
  *
  * The insert is one multi-row text statement for the events of a handler
  * call, the key, value and headers as hex literals: binary-safe whatever
@@ -19,33 +19,125 @@
 
 #include <librdkafka/rdkafka.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "dd_common.h"
 #include "dd_db.h"
 #include "dd_text.h"
 
-int dd_outbox_migrate(MYSQL *db, char *errstr, size_t errstr_size)
+/* The table's comment: the event namespace, read back at start. */
+static int dd_outbox_comment(MYSQL *db, char *out, size_t out_size, int *found, char *errstr,
+                             size_t errstr_size)
+{
+    static const char sql[] = "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE "
+                              "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" DD_OUTBOX_TABLE "'";
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    *found = 0;
+    out[0] = '\0';
+    if (mysql_real_query(db, sql, sizeof(sql) - 1) != 0 || !(res = mysql_store_result(db))) {
+        dd_errstr_set(errstr, errstr_size, "reading the comment of " DD_OUTBOX_TABLE ": %u: %s",
+                      mysql_errno(db), mysql_error(db));
+        return mysql_errno(db) ? dd_db_classify(mysql_errno(db)) : DD_ERR_RETRIABLE;
+    }
+    if ((row = mysql_fetch_row(res))) {
+        *found = 1;
+        snprintf(out, out_size, "%s", row[0] ? row[0] : "");
+    }
+    mysql_free_result(res);
+    return DD_OK;
+}
+
+/* The namespace in a comment: DD_OUTBOX_NS_LEN hex digits after the tag. */
+static int dd_outbox_ns_parse(const char *comment, char ns[DD_OUTBOX_NS_LEN + 1])
+{
+    const char *tag = strstr(comment, DD_OUTBOX_NS_TAG);
+
+    if (!tag) return -1;
+    tag += strlen(DD_OUTBOX_NS_TAG);
+    if (strspn(tag, "0123456789abcdef") != DD_OUTBOX_NS_LEN) return -1;
+    memcpy(ns, tag, DD_OUTBOX_NS_LEN);
+    ns[DD_OUTBOX_NS_LEN] = '\0';
+    return 0;
+}
+
+int dd_outbox_namespace(MYSQL *db, char ns[DD_OUTBOX_NS_LEN + 1], char *errstr, size_t errstr_size)
+{
+    char comment[2100];
+    int found, rc = dd_outbox_comment(db, comment, sizeof(comment), &found, errstr, errstr_size);
+
+    if (rc) return rc;
+    if (!found) {
+        dd_errstr_set(errstr, errstr_size,
+                      "the database has no table " DD_OUTBOX_TABLE
+                      " that the user may see: run `dedupd migrate` with outbox.enabled, then "
+                      "grant sql/grants.sql's [outbox] line");
+        return DD_ERR_CONFIG;
+    }
+    if (dd_outbox_ns_parse(comment, ns) != 0) {
+        dd_errstr_set(errstr, errstr_size,
+                      DD_OUTBOX_TABLE " records no event namespace (the part of every event "
+                                      "id that is this database's): run `dedupd migrate` "
+                                      "with this configuration, which records one");
+        return DD_ERR_CONFIG;
+    }
+    return DD_OK;
+}
+
+/* Records ns (NULL: a random one) on a table that records none. */
+static int dd_outbox_record_ns(MYSQL *db, const char *ns, char *errstr, size_t errstr_size)
+{
+    unsigned char raw[DD_OUTBOX_NS_LEN / 2];
+    char comment[2100], have[DD_OUTBOX_NS_LEN + 1], fresh[DD_OUTBOX_NS_LEN + 1];
+    dd_buf_t sql = {0}, text = {0};
+    int found, rc = dd_outbox_comment(db, comment, sizeof(comment), &found, errstr, errstr_size);
+
+    if (rc || dd_outbox_ns_parse(comment, have) == 0) return rc;
+    if (!ns) {
+        if (RAND_bytes(raw, sizeof(raw)) != 1) {
+            dd_errstr_set(errstr, errstr_size, "no random bytes for the event namespace");
+            return DD_ERR_FATAL;
+        }
+        dd_text_hex(fresh, raw, sizeof(raw), 0);
+        fresh[DD_OUTBOX_NS_LEN] = '\0';
+        ns = fresh;
+    }
+    /* what the comment says already stays */
+    dd_buf_printf(&text, "%s%s" DD_OUTBOX_NS_TAG "%s", comment, comment[0] ? " " : "", ns);
+    dd_buf_puts(&sql, "ALTER TABLE `" DD_OUTBOX_TABLE "` COMMENT = ");
+    if (!text.oom) dd_db_quote(&sql, db, text.p, text.len);
+    rc = sql.oom || text.oom ? DD_ERR_NOMEM : dd_db_exec_raw(db, sql.p, errstr, errstr_size);
+    dd_buf_release(&sql);
+    dd_buf_release(&text);
+    return rc;
+}
+
+int dd_outbox_migrate(MYSQL *db, const char *ns, char *errstr, size_t errstr_size)
 {
     /* id orders (and the relay reads by (state, id)); event_id identifies;
      * an event's bytes are bounded by message.max.bytes (1 MB by default,
-     * up to 1 GB: LONGBLOB). created: for the age of the oldest unsent. */
-    return dd_db_exec_raw(db,
-                          "CREATE TABLE IF NOT EXISTS `" DD_OUTBOX_TABLE "` ("
-                          " id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,"
-                          " event_id CHAR(32) CHARACTER SET ascii NOT NULL,"
-                          " topic VARCHAR(249) CHARACTER SET ascii NOT NULL,"
-                          " msg_key LONGBLOB NULL, msg_value LONGBLOB NULL,"
-                          " headers LONGBLOB NULL,"
-                          " state TINYINT NOT NULL DEFAULT 0,"
-                          " error VARCHAR(512) NULL,"
-                          " created DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),"
-                          " UNIQUE KEY uk_event_id (event_id),"
-                          " KEY idx_state_id (state, id)"
-                          ") ENGINE=InnoDB",
-                          errstr, errstr_size);
+     * up to 1 GB: LONGBLOB). created: for the age of the oldest unsent.
+     * The comment records the event namespace. */
+    int rc = dd_db_exec_raw(db,
+                            "CREATE TABLE IF NOT EXISTS `" DD_OUTBOX_TABLE "` ("
+                            " id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+                            " event_id CHAR(32) CHARACTER SET ascii NOT NULL,"
+                            " topic VARCHAR(249) CHARACTER SET ascii NOT NULL,"
+                            " msg_key LONGBLOB NULL, msg_value LONGBLOB NULL,"
+                            " headers LONGBLOB NULL,"
+                            " state TINYINT NOT NULL DEFAULT 0,"
+                            " error VARCHAR(512) NULL,"
+                            " created DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),"
+                            " UNIQUE KEY uk_event_id (event_id),"
+                            " KEY idx_state_id (state, id)"
+                            ") ENGINE=InnoDB",
+                            errstr, errstr_size);
+
+    return rc ? rc : dd_outbox_record_ns(db, ns, errstr, errstr_size);
 }
 
-void dd_outbox_event_id(const char *scope, const char *biz_key, unsigned n,
+void dd_outbox_event_id(const char *ns, const char *scope, const char *biz_key, unsigned n,
                         char out[DD_OUTBOX_ID_LEN + 1])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -57,6 +149,7 @@ void dd_outbox_event_id(const char *scope, const char *biz_key, unsigned n,
     snprintf(seq, sizeof(seq), "%u", n);
     /* The NULs keep the parts apart: ("a", "b\0...") never meets ("a\0b", ...). */
     ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+         EVP_DigestUpdate(ctx, ns, strlen(ns) + 1) &&
          EVP_DigestUpdate(ctx, scope, strlen(scope) + 1) &&
          EVP_DigestUpdate(ctx, biz_key, strlen(biz_key) + 1) &&
          EVP_DigestUpdate(ctx, seq, strlen(seq)) && EVP_DigestFinal_ex(ctx, md, &md_len) &&

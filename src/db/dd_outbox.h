@@ -5,11 +5,15 @@
  * `dedupd migrate` when outbox.enabled is on.
  *
  * An event's order is its id (AUTO_INCREMENT, given at the insert); its
- * identity is event_id, a hash of the dedup table, the business key of the
- * message it belongs to and the count of events emitted for that message
- * before it in the same handler call: the same in every attempt of a
- * replayed batch, and never changed once committed, so it is the id a
- * consumer deduplicates by (header dedupd.event_id).
+ * identity is event_id, a hash of the database's event namespace, the
+ * dedup table, the business key of the message it belongs to and the
+ * count of events emitted for that message before it in the same handler
+ * call: the same in every attempt of a replayed batch, and never changed
+ * once committed, so it is the id a consumer deduplicates by (header
+ * dedupd.event_id). The namespace is random, made by `dedupd migrate` and
+ * recorded in the table's comment, so two deployments (two databases, on
+ * one server or two) that share a dedup table's name and key template
+ * still give their events different ids.
  */
 #ifndef DD_OUTBOX_H
 #define DD_OUTBOX_H
@@ -48,13 +52,25 @@ typedef struct {
     char event_id[DD_OUTBOX_ID_LEN + 1];
 } dd_outbox_event_t;
 
-/* Creates dedupd_outbox if it does not exist. 0 or the class of the
- * database error (errstr). */
-int dd_outbox_migrate(MYSQL *db, char *errstr, size_t errstr_size);
+/* Hex digits of an event namespace (128 bits), and the tag before them in
+ * the table's comment. */
+#define DD_OUTBOX_NS_LEN 32
+#define DD_OUTBOX_NS_TAG "dedupd event_namespace="
+
+/* Creates dedupd_outbox if it does not exist, and records the event
+ * namespace ns (NULL: a random one) when it records none. 0 or the class
+ * of the database error (errstr). */
+int dd_outbox_migrate(MYSQL *db, const char *ns, char *errstr, size_t errstr_size);
+
+/* The event namespace db's outbox records, into ns. 0; DD_ERR_CONFIG when
+ * the table cannot be seen or records none (errstr: run migrate); or the
+ * class of the database error. */
+int dd_outbox_namespace(MYSQL *db, char ns[DD_OUTBOX_NS_LEN + 1], char *errstr, size_t errstr_size);
 
 /* The id of the n-th event (from 0) emitted for business key biz_key of
- * dedup table scope: DD_OUTBOX_ID_LEN hex digits into out. */
-void dd_outbox_event_id(const char *scope, const char *biz_key, unsigned n,
+ * dedup table scope, in the database of event namespace ns:
+ * DD_OUTBOX_ID_LEN hex digits into out. */
+void dd_outbox_event_id(const char *ns, const char *scope, const char *biz_key, unsigned n,
                         char out[DD_OUTBOX_ID_LEN + 1]);
 
 /* 1 when topic is a Kafka topic name: 1 to 249 of [A-Za-z0-9._-], not

@@ -92,23 +92,26 @@ int dd_position_migrate(MYSQL *db, char *errstr, size_t errstr_size)
 int dd_position_check(dd_db_t *db, const dd_conf_t *conf, int *exists, char *errstr,
                       size_t errstr_size)
 {
-    MYSQL *mysql = dd_db_mysql(db);
-    MYSQL_RES *res;
-    const char *sql = "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
-                      "DATABASE() AND TABLE_NAME = 'dedupd_position'";
-    MYSQL_ROW row;
+    static const char sql[] = "SELECT next_offset FROM dedupd_position LIMIT 0";
+    MYSQL_STMT *stmt = mysql_stmt_init(dd_db_mysql(db));
+    unsigned err = 0;
 
-    *exists = 0;
-    if (mysql_query(mysql, sql) != 0 || !(res = mysql_store_result(mysql))) {
-        dd_errstr_set(errstr, errstr_size, "looking for dedupd_position: %u: %s",
-                      mysql_errno(mysql), mysql_error(mysql));
-        return dd_db_classify(mysql_errno(mysql));
+    /* The server says a table is missing only to a user it may tell (one
+     * with privileges on the database, or on the table before it was
+     * dropped); to another it denies the statement, and the privileges
+     * are what is missing: information_schema would hide the table too. */
+    *exists = 1;
+    if (!stmt) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
     }
-    row = mysql_fetch_row(res);
-    *exists = row && row[0] && atoi(row[0]) > 0;
-    mysql_free_result(res);
-    if (!*exists) return DD_OK;
-    return dd_grants_check(db, conf, "dedupd_position", DD_GRANTS_POSITION, errstr, errstr_size);
+    if (mysql_stmt_prepare(stmt, sql, sizeof(sql) - 1) != 0) err = mysql_stmt_errno(stmt);
+    mysql_stmt_close(stmt);
+    if (err == 1146) {
+        *exists = 0;
+        return DD_OK;
+    }
+    return dd_grants_check(db, conf, NULL, DD_GRANTS_POSITION, errstr, errstr_size);
 }
 
 /* ---- entries (mu held) ---- */

@@ -37,9 +37,10 @@
 /* The table's DDL, run by `dedupd migrate` in every shard. */
 int dd_position_migrate(MYSQL *db, char *errstr, size_t errstr_size);
 
-/* `dedupd run` at start, on one shard's connection: *exists says whether
- * the table is there; when it is, the runtime user's privileges on it are
- * checked (DD_ERR_FATAL naming the GRANT when one is missing). */
+/* `dedupd run` and `check` at start, on one shard's connection: *exists
+ * says whether the table is there (0 only when the server says it is
+ * not); otherwise the runtime user's privileges on it are checked
+ * (DD_ERR_FATAL naming the GRANT when one is missing). */
 int dd_position_check(dd_db_t *db, const dd_conf_t *conf, int *exists, char *errstr,
                       size_t errstr_size);
 

@@ -42,7 +42,8 @@
 
 #define DD_RELAY_STATUS_MS 1000 /* the status is refreshed this often */
 #define DD_RELAY_LOCK_WAIT_MS 1000
-#define DD_RELAY_PAUSE_MAX 32 /* topics paused at once, at most */
+#define DD_RELAY_LOCK_PREFIX "dedupd_outbox_relay:" /* + 40 hex digits: 60 characters */
+#define DD_RELAY_PAUSE_MAX 32                       /* topics paused at once, at most */
 #define DD_RELAY_STOP_WAIT_MS 5000
 #define DD_RELAY_RUNS_MAX 64 /* ranges of ids in flight left out of a read, at most */
 
@@ -235,13 +236,17 @@ static int dd_relay_producer(dd_relay_shard_t *sh, char *errstr, size_t errstr_s
     return DD_OK;
 }
 
-/* The shard's lock, per database: 1 taken, 0 another session holds it. */
+/* The shard's lock, per database: 1 taken, 0 another session holds it.
+ * Lock names are the server's (at most 64 characters), so the name holds
+ * a digest of the whole database name: two databases of one server never
+ * share it, however long a prefix their names share. */
 static int dd_relay_lock(dd_relay_shard_t *sh, int *got, char *errstr, size_t errstr_size)
 {
     double v = 0;
-    int rc = dd_relay_query_nums(
-        sh, "SELECT GET_LOCK(LEFT(CONCAT('dedupd_outbox_relay:', DATABASE()), 64), 0)", &v, 1,
-        errstr, errstr_size);
+    int rc = dd_relay_query_nums(sh,
+                                 "SELECT GET_LOCK(CONCAT('" DD_RELAY_LOCK_PREFIX
+                                 "', LEFT(SHA2(DATABASE(), 256), 40)), 0)",
+                                 &v, 1, errstr, errstr_size);
 
     *got = !rc && v == 1;
     return rc;
@@ -328,6 +333,56 @@ static void dd_relay_pause(dd_relay_shard_t *sh, const char *topic, const char *
     p->until_ms = dd_now_ms() + p->pause_ms;
     dd_relay_state(sh, "events to %s failed (%s); they stay in the outbox, tried again in %d ms",
                    topic, why, p->pause_ms);
+}
+
+/* 1 when a failure of topic's events now pauses it (it is not paused
+ * already by this round's). */
+static int dd_relay_pausing(dd_relay_shard_t *sh, const char *topic)
+{
+    const dd_relay_pause_t *p = dd_relay_paused(sh, topic);
+
+    return !p || p->until_ms <= dd_now_ms();
+}
+
+/* The cluster's metadata, fetched once per settle (of all topics: asking
+ * for one would create it where the brokers create topics on demand). */
+typedef struct {
+    int fetched;
+    rd_kafka_resp_err_t err;
+    const struct rd_kafka_metadata *md;
+} dd_relay_md_t;
+
+/* Why events to topic were not taken within outbox.send_timeout: the
+ * metadata tells a topic that does not exist from a cluster that does not
+ * answer. Into out. */
+static const char *dd_relay_unsent_why(dd_relay_shard_t *sh, dd_relay_md_t *m, const char *topic,
+                                       char *out, size_t out_size)
+{
+    int found = 0, leaderless = 0;
+
+    if (!m->fetched) {
+        int timeout = sh->relay->conf->outbox.send_timeout_ms < 5000
+                          ? sh->relay->conf->outbox.send_timeout_ms
+                          : 5000;
+        m->fetched = 1;
+        m->err = rd_kafka_metadata(sh->rk, 1, NULL, &m->md, timeout);
+    }
+    for (int i = 0; !m->err && i < m->md->topic_cnt; i++) {
+        if (strcmp(m->md->topics[i].topic, topic) != 0 || m->md->topics[i].err) continue;
+        found = 1;
+        for (int p = 0; p < m->md->topics[i].partition_cnt; p++)
+            leaderless += m->md->topics[i].partitions[p].leader < 0;
+    }
+    if (m->err)
+        snprintf(out, out_size, "Kafka unreachable: no broker answered a metadata request, %s",
+                 rd_kafka_err2str(m->err));
+    else if (!found)
+        snprintf(out, out_size, "the topic does not exist");
+    else if (leaderless)
+        snprintf(out, out_size, "%d partition(s) of the topic without a leader", leaderless);
+    else
+        snprintf(out, out_size, "not taken within outbox.send_timeout; the topic exists");
+    return out;
 }
 
 /* 1 while some topic is paused. */
@@ -525,6 +580,8 @@ static int dd_relay_settle(dd_relay_shard_t *sh, dd_relay_batch_t *b, char *errs
     MYSQL *my = dd_db_mysql(sh->db);
     dd_buf_t del = {0};
     uint64_t sent = 0, refused = 0, failed = 0;
+    dd_relay_md_t md = {0};
+    char why[300];
     int rc = DD_OK;
 
     dd_buf_puts(&del, "DELETE FROM `" DD_OUTBOX_TABLE "` WHERE id IN (");
@@ -543,8 +600,9 @@ static int dd_relay_settle(dd_relay_shard_t *sh, dd_relay_batch_t *b, char *errs
             }
         } else if (ev->done && ev->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE && sh->timed_out) {
             failed++;
+            if (!dd_relay_pausing(sh, ev->topic)) continue; /* said for this round */
             dd_relay_pause(sh, ev->topic,
-                           "not taken by Kafka within outbox.send_timeout: does the topic exist?");
+                           dd_relay_unsent_why(sh, &md, ev->topic, why, sizeof(why)));
         } else if (ev->done && ev->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
                    ev->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
             failed++;
@@ -552,6 +610,7 @@ static int dd_relay_settle(dd_relay_shard_t *sh, dd_relay_batch_t *b, char *errs
         }
     }
     dd_buf_puts(&del, ")");
+    if (md.md) rd_kafka_metadata_destroy(md.md);
     if (!rc && sent && del.oom) rc = DD_ERR_NOMEM;
     if (!rc && sent) rc = dd_db_exec_raw(my, del.p, errstr, errstr_size);
     dd_buf_release(&del);

@@ -12,13 +12,15 @@
  * retries, and no send ever times out (message.timeout.ms = 0), so a
  * later event of a key never lands before an earlier one that is still
  * being tried. Several relays at once: per shard the one holding the
- * server's named lock (GET_LOCK, per database) publishes, the others wait
- * for it; a relay that loses its connection loses the lock with it.
+ * server's named lock (GET_LOCK, named by a digest of the database's name)
+ * publishes, the others wait for it; a relay that loses its connection
+ * loses the lock with it.
  *
  * Failures: a topic whose events fail for a reason that may pass (it does
  * not exist yet, the broker refused it for now) is paused, its events
  * left in the table, and tried again after a pause that doubles up to
- * outbox.retry_max, while the other topics' events go on. An event Kafka
+ * outbox.retry_max, while the other topics' events go on; the cluster's
+ * metadata says why (the topic does not exist, no broker answers). An event Kafka
  * refuses for good (too large, not authorized, an invalid record) is
  * parked: state 1 with the error, counted, never sent again by itself.
  */

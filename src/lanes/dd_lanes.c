@@ -117,19 +117,53 @@ void dd_lanes_stats(dd_lanes_t *lanes, dd_stats_t *out)
 
 /* ---- life cycle ---- */
 
+/* The event namespace each shard's outbox records, into ns[s]. */
+static int dd_lanes_outbox_ns(const dd_conf_t *conf, char (*ns)[DD_OUTBOX_NS_LEN + 1], char *errstr,
+                              size_t errstr_size)
+{
+    char err[900], who[340];
+    int rc = DD_OK;
+
+    for (int s = 0; !rc && s < conf->shard_cnt; s++) {
+        dd_db_t *db = NULL;
+        rc = dd_db_new_shard(&db, conf, s, err, sizeof(err));
+        if (!rc) rc = dd_outbox_namespace(dd_db_mysql(db), ns[s], err, sizeof(err));
+        if (rc && conf->shard_cnt > 1)
+            dd_errstr_set(errstr, errstr_size, "%s: %s",
+                          dd_conf_shard_name(conf, s, who, sizeof(who)), err);
+        else if (rc)
+            dd_errstr_set(errstr, errstr_size, "%s", err);
+        dd_db_destroy(db);
+    }
+    return rc;
+}
+
 /* outbox.enabled: each route's handler may emit, its events' ids scoped
- * by the route's dedup table, their size bounded by the relay's. */
+ * by the shard's event namespace and the route's dedup table, their size
+ * bounded by the relay's. */
 static int dd_lanes_outbox(const dd_conf_t *conf, const dd_routes_t *routes, char *errstr,
                            size_t errstr_size)
 {
+    char(*ns)[DD_OUTBOX_NS_LEN + 1] = NULL;
+    const char *nsp[DD_CONF_SHARD_MAX];
     size_t max = 0;
     int rc;
 
     if (!conf->outbox.enabled) return DD_OK;
     if ((rc = dd_outbox_max_bytes(conf, &max, errstr, errstr_size))) return rc;
-    for (int r = 0; r < routes->cnt; r++)
-        dd_handler_set_outbox(routes->route[r].h, routes->route[r].conf->dedup.table, max);
-    return DD_OK;
+    if (!(ns = calloc((size_t)conf->shard_cnt, sizeof(*ns)))) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    rc = dd_lanes_outbox_ns(conf, ns, errstr, errstr_size);
+    for (int s = 0; s < conf->shard_cnt; s++)
+        nsp[s] = ns[s];
+    for (int r = 0; !rc && r < routes->cnt; r++)
+        rc = dd_handler_set_outbox(routes->route[r].h, routes->route[r].conf->dedup.table, nsp,
+                                   conf->shard_cnt, max);
+    if (rc == DD_ERR_NOMEM) dd_errstr_set(errstr, errstr_size, "out of memory");
+    free(ns);
+    return rc;
 }
 
 /* Each route as every lane runs it: its dedup table's options, whether its

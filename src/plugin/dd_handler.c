@@ -70,7 +70,9 @@ struct dd_handler_s {
     dedupd_outcome (*reconcile)(void *, const char *, int64_t, dedupd_result *);
     /* host->emit: on when outbox_scope is set (dd_handler_set_outbox) */
     char *outbox_scope; /* the route's dedup table, part of every event id */
-    size_t outbox_max;  /* the relay's message.max.bytes */
+    char **outbox_ns;   /* each shard's event namespace, part of it too */
+    int outbox_ns_cnt;
+    size_t outbox_max; /* the relay's message.max.bytes */
 };
 
 /* The message the calling thread's handle() is applying, for host->log. */
@@ -191,15 +193,49 @@ static void dd_handler_host_log(const dedupd_host *host, dedupd_log_level level,
         dd_log_write((dd_log_level_t)lvl, "handler %s: %s", h->desc->name, text);
 }
 
-void dd_handler_set_outbox(dd_handler_t *h, const char *scope, size_t max_bytes)
+/* Frees the outbox's settings: emit is off. */
+static void dd_handler_outbox_free(dd_handler_t *h)
 {
+    for (int s = 0; s < h->outbox_ns_cnt; s++)
+        free(h->outbox_ns[s]);
+    free(h->outbox_ns);
     free(h->outbox_scope);
-    h->outbox_scope = scope ? strdup(scope) : NULL;
+    h->outbox_ns = NULL;
+    h->outbox_scope = NULL;
+    h->outbox_ns_cnt = 0;
+}
+
+int dd_handler_set_outbox(dd_handler_t *h, const char *scope, const char *const *ns, int ns_cnt,
+                          size_t max_bytes)
+{
+    dd_handler_outbox_free(h);
     h->outbox_max = max_bytes;
+    if (!scope) return DD_OK;
+    if (!(h->outbox_ns = calloc((size_t)ns_cnt, sizeof(*h->outbox_ns)))) return DD_ERR_NOMEM;
+    h->outbox_ns_cnt = ns_cnt;
+    for (int s = 0; s < ns_cnt; s++)
+        if (!(h->outbox_ns[s] = strdup(ns[s]))) break;
+    for (int s = 0; s < ns_cnt; s++)
+        if (!h->outbox_ns[s]) {
+            dd_handler_outbox_free(h);
+            return DD_ERR_NOMEM;
+        }
+    if (!(h->outbox_scope = strdup(scope))) {
+        dd_handler_outbox_free(h);
+        return DD_ERR_NOMEM;
+    }
+    return DD_OK;
+}
+
+/* The event namespace of msg's shard; NULL when the outbox is off. */
+static const char *dd_handler_outbox_ns(const dd_handler_t *h, const dedupd_msg *msg)
+{
+    if (!h->outbox_scope || msg->shard < 0 || msg->shard >= h->outbox_ns_cnt) return NULL;
+    return h->outbox_ns[msg->shard];
 }
 
 /* Calls the optional init_host(host) or, without it, init(conf). */
-static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *errstr,
+static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, int outbox, char *errstr,
                            size_t errstr_size)
 {
     char err[DEDUPD_ERROR_SIZE] = "";
@@ -213,6 +249,7 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *
         .log = dd_handler_host_log,
         .emit = dd_handler_host_emit,
         .event_id = dd_handler_host_event_id,
+        .outbox = outbox,
     };
     if (h->init_host)
         rc = h->init_host(&h->state, &h->host, err, sizeof(err));
@@ -228,8 +265,8 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *
     return 0;
 }
 
-int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
-                    size_t errstr_size)
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, int outbox,
+                    char *errstr, size_t errstr_size)
 {
     dd_handler_t *h = NULL;
     int rc = DD_ERR_ARG;
@@ -255,7 +292,7 @@ int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t 
         goto out;
     }
     if ((rc = dd_handler_check(h, errstr, errstr_size)) != 0) goto out;
-    if ((rc = dd_handler_init(h, conf, errstr, errstr_size)) != 0) goto out;
+    if ((rc = dd_handler_init(h, conf, outbox, errstr, errstr_size)) != 0) goto out;
     *hp = h;
     h = NULL;
 out:
@@ -376,7 +413,8 @@ dedupd_status dd_handler_handle(dd_handler_t *h, MYSQL *db, void *conn_state, co
 
     memset(res, 0, sizeof(*res));
     dd_handler_msg_cur = msg;
-    dd_handler_emit_begin(&call, &h->host, h->outbox_scope, h->outbox_max, db, &msg, 1);
+    dd_handler_emit_begin(&call, &h->host, h->outbox_scope, dd_handler_outbox_ns(h, msg),
+                          h->outbox_max, db, &msg, 1);
     if (h->handle_conn)
         raw = (int)h->handle_conn(h->state, conn_state, db, msg, res);
     else
@@ -418,7 +456,10 @@ dedupd_status dd_handler_handle_batch(dd_handler_t *h, MYSQL *db, void *conn_sta
     dd_handler_call_t call;
 
     memset(res, 0, n * sizeof(*res));
-    if (dd_handler_emit_begin(&call, &h->host, h->outbox_scope, h->outbox_max, db, msgs, n)) {
+    /* a batch is one shard's, on that shard's connection */
+    if (dd_handler_emit_begin(&call, &h->host, h->outbox_scope,
+                              n ? dd_handler_outbox_ns(h, msgs[0]) : NULL, h->outbox_max, db, msgs,
+                              n)) {
         dd_handler_emit_end(&call, 0, NULL, 0);
         snprintf(res[0].error, sizeof(res[0].error), "out of memory");
         if (broken_txn) *broken_txn = 0;
@@ -602,7 +643,7 @@ void dd_handler_destroy(dd_handler_t *h)
     if (!h) return;
     if (h->initialized && h->desc && h->desc->fini) h->desc->fini(h->state);
     if (h->dl) dlclose(h->dl);
-    free(h->outbox_scope);
+    dd_handler_outbox_free(h);
     free(h->path);
     free(h);
 }

@@ -16,10 +16,10 @@
 typedef struct dd_handler_s dd_handler_t;
 
 /* Loads path, checks the ABI and calls init_host (ABI >= 3, with the host
- * API: dedupd's logger, conf, the instance's name) or init(conf). conf
- * may be NULL. */
-int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, char *errstr,
-                    size_t errstr_size);
+ * API: dedupd's logger, conf, the instance's name, whether the outbox is
+ * on: outbox.enabled) or init(conf). conf may be NULL. */
+int dd_handler_load(dd_handler_t **hp, const char *path, const config_setting_t *conf, int outbox,
+                    char *errstr, size_t errstr_size);
 const char *dd_handler_name(const dd_handler_t *h);
 /* The file it was loaded from, as configured (resolved). */
 const char *dd_handler_path(const dd_handler_t *h);
@@ -29,10 +29,12 @@ const char *dd_handler_path(const dd_handler_t *h);
  * sizes (handle), or declines the batch (handle_batch). 0: unbounded.
  * Call before the first handle. */
 void dd_handler_set_max_response(dd_handler_t *h, size_t max);
-/* Turns host->emit on (scope: the route's dedup table, part of every
- * event id; max_bytes: the largest event, the relay's message.max.bytes)
- * or off (scope NULL). Call before the first handle. */
-void dd_handler_set_outbox(dd_handler_t *h, const char *scope, size_t max_bytes);
+/* Turns host->emit on (scope: the route's dedup table; ns[s]: the event
+ * namespace of shard s, of ns_cnt; both part of every event id; max_bytes:
+ * the largest event, the relay's message.max.bytes) or off (scope NULL).
+ * Copies them. Call before the first handle. 0, or DD_ERR_NOMEM. */
+int dd_handler_set_outbox(dd_handler_t *h, const char *scope, const char *const *ns, int ns_cnt,
+                          size_t max_bytes);
 /* Calls the optional migrate. Returns 0 or DD_ERR_FATAL with errstr. */
 int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_size);
 

@@ -9,11 +9,13 @@
  */
 #include "dd_handler_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dd_common.h"
+#include "dd_log.h"
 #include "dd_outbox.h"
 
 /* A statement this long is sent at once (the server's max_allowed_packet
@@ -21,13 +23,16 @@
 #define DD_HANDLER_EMIT_FLUSH (1024 * 1024)
 
 static _Thread_local dd_handler_call_t *dd_handler_call_cur;
+static atomic_int dd_handler_event_id_said; /* a failed event_id() was logged */
 
 int dd_handler_emit_begin(dd_handler_call_t *call, const dedupd_host *host, const char *scope,
-                          size_t max, MYSQL *db, const dedupd_msg *const *msgs, size_t n)
+                          const char *ns, size_t max, MYSQL *db, const dedupd_msg *const *msgs,
+                          size_t n)
 {
     memset(call, 0, sizeof(*call));
     call->host = host;
-    call->scope = scope;
+    call->scope = ns ? scope : NULL;
+    call->ns = ns;
     call->max = max;
     call->db = db;
     call->msgs = msgs;
@@ -94,9 +99,16 @@ int dd_handler_host_event_id(const dedupd_host *host, const dedupd_msg *msg, cha
     char err[DEDUPD_ERROR_SIZE], id[DD_OUTBOX_ID_LEN + 1];
     long i = dd_handler_emit_where(host, msg, err, sizeof(err));
 
-    if (i < 0 || !out || out_size < sizeof(id)) return -1;
-    dd_outbox_event_id(dd_handler_call_cur->scope, msg->biz_key, dd_handler_call_cur->emitted[i],
-                       id);
+    if (i >= 0 && (!out || out_size < sizeof(id)))
+        dd_errstr_set(err, sizeof(err), "event_id: out needs DEDUPD_EVENT_ID_SIZE bytes");
+    if (i < 0 || !out || out_size < sizeof(id)) {
+        /* the call has no errstr: the reason goes to the log, once */
+        if (!atomic_exchange(&dd_handler_event_id_said, 1))
+            dd_log(DD_LOG_WARN, "A handler's host->event_id() failed: %s (said once).", err);
+        return -1;
+    }
+    dd_outbox_event_id(dd_handler_call_cur->ns, dd_handler_call_cur->scope, msg->biz_key,
+                       dd_handler_call_cur->emitted[i], id);
     memcpy(out, id, sizeof(id));
     return 0;
 }
@@ -157,7 +169,7 @@ int dd_handler_host_emit(const dedupd_host *host, MYSQL *db, const dedupd_msg *m
     int rc = -1;
 
     if (i >= 0) {
-        dd_outbox_event_id(call->scope, msg->biz_key, call->emitted[i], ev.event_id);
+        dd_outbox_event_id(call->ns, call->scope, msg->biz_key, call->emitted[i], ev.event_id);
         rc = dd_outbox_append(&call->stmt, call->rows++, &ev, err, sizeof(err));
         if (!rc && call->stmt.len > DD_HANDLER_EMIT_FLUSH)
             rc = dd_handler_emit_flush(call, err, sizeof(err));

@@ -17,7 +17,8 @@
  * event. */
 typedef struct {
     const dedupd_host *host; /* the handler's: emit from another is refused */
-    const char *scope;       /* NULL: the outbox is off */
+    const char *scope;       /* the dedup table; NULL: the outbox is off */
+    const char *ns;          /* the shard's event namespace */
     size_t max;              /* the largest event */
     MYSQL *db;
     const dedupd_msg *const *msgs;
@@ -28,10 +29,11 @@ typedef struct {
     size_t rows;       /* its rows */
 } dd_handler_call_t;
 
-/* Opens the call context on this thread (scope NULL: emit fails, saying
- * the outbox is off). 0, or -1 out of memory. */
+/* Opens the call context on this thread (scope or ns NULL: emit fails,
+ * saying the outbox is off). 0, or -1 out of memory. */
 int dd_handler_emit_begin(dd_handler_call_t *call, const dedupd_host *host, const char *scope,
-                          size_t max, MYSQL *db, const dedupd_msg *const *msgs, size_t n);
+                          const char *ns, size_t max, MYSQL *db, const dedupd_msg *const *msgs,
+                          size_t n);
 /* Closes it: with keep, sends the events still collected (in the open
  * transaction on db). 0, or -1 with errstr (the server's error on db). */
 int dd_handler_emit_end(dd_handler_call_t *call, int keep, char *errstr, size_t errstr_size);

@@ -133,7 +133,8 @@ int dd_routes_load_handlers(const dd_conf_t *conf, dd_handler_t **hs, char *errs
         hs[r] = NULL;
     for (int r = 0; !rc && r < conf->route_cnt; r++) {
         const dd_conf_handler_t *h = &conf->routes[r].handler;
-        if ((rc = dd_handler_load(&hs[r], h->path, h->config, err, sizeof(err))))
+        if ((rc = dd_handler_load(&hs[r], h->path, h->config, conf->outbox.enabled, err,
+                                  sizeof(err))))
             dd_routes_prefix(conf, r, err, errstr, errstr_size);
     }
     if (rc) dd_routes_destroy_handlers(hs, conf->route_cnt);

@@ -198,7 +198,7 @@ int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hs, dd_validate_repor
         /* Each route its own instance: its own init, state and fini, also
          * when two routes name one file (dlopen counts the references). */
         dd_validate_what(conf, r, "handler", what, sizeof(what));
-        rc = dd_handler_load(&hs[r], hc->path, hc->config, err, sizeof(err));
+        rc = dd_handler_load(&hs[r], hc->path, hc->config, conf->outbox.enabled, err, sizeof(err));
         if (rc == DD_OK)
             dd_validate_note(&v, DD_VALIDATE_OK, what, 0, "%s (%s), ABI version %d%s",
                              dd_handler_name(hs[r]), hc->path, DEDUPD_HANDLER_ABI_VERSION,

@@ -2,7 +2,9 @@
  * Unit tests for dd_grants: the message for a privilege the server denies,
  * and the documented GRANT statements. sql/grants.sql is what the test bed
  * grants (tests/integration/lib.sh) and docs/OPERATIONS.md quotes it: the
- * two must hold the same GRANT lines, in the same order.
+ * two must hold the same GRANT lines, in the same order; its [runtime] and
+ * [outbox] lines are what dedupd checks (dd_grants_render), and the
+ * walkthrough of docs/HANDLERS.md grants each of the [runtime] ones.
  */
 #include <check.h>
 #include <limits.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dd_buf.h"
 #include "dd_common.h"
 #include "dd_grants.h"
 #include "check_run.h"
@@ -67,6 +70,71 @@ START_TEST(test_doc_quotes_grants_sql)
     ck_assert_msg(strcmp(sql, doc) == 0,
                   "docs/OPERATIONS.md's GRANT lines differ from sql/grants.sql's:\n%s\n---\n%s",
                   doc, sql);
+}
+END_TEST
+
+/* The GRANT lines of text's section "-- [name]", up to the next section. */
+static void section_lines(const char *text, const char *name, char *out, size_t out_size)
+{
+    char head[64];
+    const char *p = strstr(text, (snprintf(head, sizeof(head), "-- [%s]", name), head)), *end;
+
+    ck_assert_msg(p != NULL, "no section %s", head);
+    end = strstr(p + 1, "\n-- [");
+    {
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char *part = strndup(p, n);
+        grant_lines(part, out, out_size);
+        free(part);
+    }
+}
+
+/* What dedupd checks is what sql/grants.sql grants, line by line. */
+START_TEST(test_grants_sql_is_the_declaration)
+{
+    static const char *const sections[] = {"runtime", "outbox"};
+    const char *dir = getenv("DD_TEST_SRC_DIR");
+    char path[PATH_MAX], sql[4096];
+    char *text;
+
+    ck_assert_msg(dir != NULL, "DD_TEST_SRC_DIR is not set");
+    snprintf(path, sizeof(path), "%s/sql/grants.sql", dir);
+    text = read_all(path);
+    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+        dd_buf_t want = {0};
+        ck_assert_int_eq(
+            dd_grants_render(sections[i], "payments", "dedup_record", "'dedupd'@'%'", &want), 0);
+        section_lines(text, sections[i], sql, sizeof(sql));
+        ck_assert_msg(want.p && strcmp(sql, want.p) == 0,
+                      "sql/grants.sql's [%s] lines differ from what dedupd checks "
+                      "(src/db/dd_grants.c, dd_grants_needed):\n%s\n--- dedupd checks:\n%s",
+                      sections[i], sql, want.p ? want.p : "");
+        dd_buf_release(&want);
+    }
+    free(text);
+    ck_assert_msg(dd_grants_probed(), "a privilege in dd_grants_needed has no probe");
+}
+END_TEST
+
+/* The walkthrough's runtime user gets every privilege dedupd checks. */
+START_TEST(test_walkthrough_grants)
+{
+    const char *dir = getenv("DD_TEST_SRC_DIR");
+    char path[PATH_MAX];
+    dd_buf_t want = {0};
+    char *text;
+
+    ck_assert_msg(dir != NULL, "DD_TEST_SRC_DIR is not set");
+    snprintf(path, sizeof(path), "%s/docs/HANDLERS.md", dir);
+    text = read_all(path);
+    ck_assert_int_eq(dd_grants_render("runtime", "shop", "dedup_record", "'dedupd'@'%'", &want), 0);
+    for (char *line = want.p, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        *next++ = '\0';
+        ck_assert_msg(strstr(text, line), "docs/HANDLERS.md, step 5, does not grant %s", line);
+    }
+    dd_buf_release(&want);
+    free(text);
 }
 END_TEST
 
@@ -136,6 +204,8 @@ static Suite *grants_suite(void)
     TCase *tc = tcase_create("grants");
 
     tcase_add_test(tc, test_doc_quotes_grants_sql);
+    tcase_add_test(tc, test_grants_sql_is_the_declaration);
+    tcase_add_test(tc, test_walkthrough_grants);
     tcase_add_test(tc, test_explain_table);
     tcase_add_test(tc, test_explain_column);
     tcase_add_test(tc, test_explain_database);

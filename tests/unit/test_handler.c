@@ -29,7 +29,7 @@ static void load_fails(const char *path, char *err, size_t errlen)
 {
     dd_handler_t *h = (dd_handler_t *)0x1;
 
-    ck_assert_int_ne(dd_handler_load(&h, path, NULL, err, errlen), 0);
+    ck_assert_int_ne(dd_handler_load(&h, path, NULL, 0, err, errlen), 0);
     ck_assert_ptr_null(h);
     ck_assert_msg(strstr(err, path) != NULL, "error does not name the file: %s", err);
 }
@@ -39,7 +39,7 @@ START_TEST(test_load_scripted)
     dd_handler_t *h = NULL;
     char err[512] = "";
 
-    ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, 0, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(h);
     ck_assert_str_eq(dd_handler_name(h), "th_scripted");
     dd_handler_destroy(h);
@@ -88,7 +88,7 @@ START_TEST(test_small_errstr)
     char err[16];
 
     memset(err, 'x', sizeof(err));
-    ck_assert_int_ne(dd_handler_load(&h, th_path("th_wrong_abi"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_ne(dd_handler_load(&h, th_path("th_wrong_abi"), NULL, 0, err, sizeof(err)), 0);
     ck_assert_int_eq(strlen(err), sizeof(err) - 1);
 }
 END_TEST
@@ -126,7 +126,7 @@ START_TEST(test_handle_without_db)
     char err[512] = "";
     int broken = 0;
 
-    ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_scripted"), NULL, 0, err, sizeof(err)), 0);
     /* "reject" writes its effect first (integration tests look for writes
      * that were not rolled back); without a server that write fails: RETRY
      * with the server's error, and no response. */
@@ -170,8 +170,8 @@ START_TEST(test_same_file_two_instances)
     char err[512] = "", path[4096], out[64];
 
     snprintf(path, sizeof(path), "%s", th_path("th_instance"));
-    ck_assert_int_eq(dd_handler_load(&a, path, NULL, err, sizeof(err)), 0);
-    ck_assert_int_eq(dd_handler_load(&b, path, NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&a, path, NULL, 0, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&b, path, NULL, 0, err, sizeof(err)), 0);
     instance_call(a, db, out, sizeof(out));
     ck_assert_str_eq(out, "{\"instance\":1,\"calls\":1}");
     instance_call(b, db, out, sizeof(out));
@@ -193,7 +193,7 @@ START_TEST(test_abi_v1_loads)
     dd_handler_t *h = NULL;
     char err[512] = "";
 
-    ck_assert_int_eq(dd_handler_load(&h, th_path("th_abi_v1"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_abi_v1"), NULL, 0, err, sizeof(err)), 0);
     ck_assert_str_eq(dd_handler_name(h), "th_abi_v1");
     ck_assert_int_eq(dd_handler_has_batch(h), 0);
     dd_handler_destroy(h);
@@ -215,7 +215,7 @@ START_TEST(test_abi_versions_load)
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         dd_handler_t *h = NULL;
 
-        ck_assert_msg(dd_handler_load(&h, th_path(want[i].name), NULL, err, sizeof(err)) == 0,
+        ck_assert_msg(dd_handler_load(&h, th_path(want[i].name), NULL, 0, err, sizeof(err)) == 0,
                       "%s: %s", want[i].name, err);
         ck_assert_str_eq(dd_handler_name(h), want[i].name);
         ck_assert_int_eq(dd_handler_has_batch(h), want[i].batch);
@@ -237,7 +237,7 @@ START_TEST(test_external)
     dedupd_result res;
     char err[512] = "";
 
-    ck_assert_msg(dd_handler_load(&h, th_path("th_external"), NULL, err, sizeof(err)) == 0, "%s",
+    ck_assert_msg(dd_handler_load(&h, th_path("th_external"), NULL, 0, err, sizeof(err)) == 0, "%s",
                   err);
     ck_assert_int_eq(dd_handler_mode(h), DEDUPD_MODE_EXTERNAL);
     ck_assert_int_eq(dd_handler_has_reconcile(h), 1);
@@ -253,11 +253,14 @@ START_TEST(test_external)
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
     ck_assert_msg(strstr(res.error, "emit: called outside handle() and handle_batch()"), "%s",
                   res.error);
-    dd_handler_set_outbox(h, "dedup_record", 1000000);
+    {
+        const char *ns[] = {"0123456789abcdef0123456789abcdef"};
+        ck_assert_int_eq(dd_handler_set_outbox(h, "dedup_record", ns, 1, 1000000), 0);
+    }
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
     ck_assert_msg(strstr(res.error, "emit: called outside handle() and handle_batch()"), "%s",
                   res.error);
-    dd_handler_set_outbox(h, NULL, 0);
+    dd_handler_set_outbox(h, NULL, NULL, 0, 0);
     msg.biz_key = "bad";
     ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_REJECT);
     ck_assert_str_eq(res.error, "handler th_external returned invalid status 42 from act");
@@ -335,7 +338,7 @@ START_TEST(test_handle_batch)
     char err[512] = "";
     int broken = 0;
 
-    ck_assert_int_eq(dd_handler_load(&h, th_path("th_batch"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_batch"), NULL, 0, err, sizeof(err)), 0);
     ck_assert_int_eq(dd_handler_has_batch(h), 1);
 
     ck_assert_int_eq(batch_actions(h, db, ok, 3, res, &broken), DEDUPD_OK);
@@ -371,7 +374,7 @@ START_TEST(test_response_bound)
     char err[512] = "";
     int broken = 0;
 
-    ck_assert_int_eq(dd_handler_load(&h, th_path("th_batch"), NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&h, th_path("th_batch"), NULL, 0, err, sizeof(err)), 0);
     dd_handler_set_max_response(h, 15); /* {"single":true} is 15 bytes, {"i":0} 7 */
     ck_assert_int_eq(dd_handler_handle(h, db, NULL, &msg, res, &broken), DEDUPD_OK);
     ck_assert_str_eq(res[0].response, "{\"single\":true}");
@@ -446,7 +449,7 @@ START_TEST(test_ledger_amounts)
     char err[512] = "";
 
     ck_assert_msg(path != NULL, "DD_LEDGER_SO is not set");
-    ck_assert_int_eq(dd_handler_load(&h, path, NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(dd_handler_load(&h, path, NULL, 0, err, sizeof(err)), 0);
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         ck_assert_msg(ledger_amount(h, db, ok[i], &res) == DEDUPD_RETRY, "amount %s: %s", ok[i],
                       res.error);

@@ -39,9 +39,9 @@ START_TEST(test_lanes_new_start_stop_destroy)
     dd_stats_t s = {0};
     int rc;
 
-    ck_assert_msg(dd_handler_load(&h, conf->routes[0].handler.path, NULL, errstr, sizeof(errstr)) ==
-                      DD_OK,
-                  "%s", errstr);
+    ck_assert_msg(
+        dd_handler_load(&h, conf->routes[0].handler.path, NULL, 0, errstr, sizeof(errstr)) == DD_OK,
+        "%s", errstr);
     ck_assert_msg(dd_routes_new(&routes, conf, &h, errstr, sizeof(errstr)) == DD_OK, "%s", errstr);
     ck_assert_msg(dd_lanes_new(&lanes, conf, routes, 2, "link-test", errstr, sizeof(errstr)) ==
                       DD_OK,

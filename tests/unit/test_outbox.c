@@ -1,9 +1,9 @@
 /*
- * Unit tests for dd_outbox: event ids (a hash of the dedup table, the
- * business key and the event's number within its message's call, so a
- * replayed batch gives the same ones), Kafka topic names, the encoding of
- * an event's headers in its row, an event's size and the multi-row insert
- * a handler call collects.
+ * Unit tests for dd_outbox: event ids (a hash of the database's event
+ * namespace, the dedup table, the business key and the event's number
+ * within its message's call, so a replayed batch gives the same ones), Kafka topic names, the
+ * encoding of an event's headers in its row, an event's size and the multi-row insert a handler
+ * call collects.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -15,16 +15,20 @@
 
 START_TEST(test_event_id)
 {
+    static const char ns[] = "0123456789abcdef0123456789abcdef";
     char a[DD_OUTBOX_ID_LEN + 1], b[DD_OUTBOX_ID_LEN + 1];
 
-    /* SHA-256 of "dedup_record\0pay:m1:o1\0" "0", its first 16 bytes */
-    dd_outbox_event_id("dedup_record", "pay:m1:o1", 0, a);
-    ck_assert_str_eq(a, "f8381e65225569913900564c5e0e4299");
-    dd_outbox_event_id("dedup_record", "pay:m1:o1", 1, b);
-    ck_assert_str_eq(b, "86990df6fe5796fa732458672b3a266a");
-    dd_outbox_event_id("dedup_record", "pay:m1:o1", 0, b);
+    /* SHA-256 of NS "\0dedup_record\0pay:m1:o1\0" "0", its first 16 bytes */
+    dd_outbox_event_id(ns, "dedup_record", "pay:m1:o1", 0, a);
+    ck_assert_str_eq(a, "661a5ebab02d6d74f124a8251b41b5ea");
+    dd_outbox_event_id(ns, "dedup_record", "pay:m1:o1", 1, b);
+    ck_assert_str_eq(b, "7396f5b8aad36191ba93a7e05aad2bef");
+    dd_outbox_event_id(ns, "dedup_record", "pay:m1:o1", 0, b);
     ck_assert_str_eq(a, b); /* the same in every attempt */
-    dd_outbox_event_id("other_table", "pay:m1:o1", 0, b);
+    dd_outbox_event_id(ns, "other_table", "pay:m1:o1", 0, b);
+    ck_assert_str_ne(a, b);
+    /* another database's namespace: another id for the same table and key */
+    dd_outbox_event_id("fedcba9876543210fedcba9876543210", "dedup_record", "pay:m1:o1", 0, b);
     ck_assert_str_ne(a, b);
 }
 END_TEST

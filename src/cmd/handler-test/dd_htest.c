@@ -59,6 +59,8 @@ typedef struct {
     dd_stats_t stats;
 } dd_htest_pass_t;
 
+#define DD_HTEST_EVENT_NS "68616e646c65722d7465737400000000"
+
 /* One run of the command. */
 typedef struct {
     const dd_htest_opts_t *o;
@@ -377,8 +379,10 @@ static int dd_htest_pass_new(dd_htest_t *ht, int p, char *errstr, size_t errstr_
     if (!rc) rc = dd_db_new(&db, ps->conf, errstr, errstr_size);
     if (!rc)
         rc = dd_migrate_run(dd_db_mysql(db), ps->conf->routes[0].dedup.table, errstr, errstr_size);
+    /* one event namespace in both passes' databases, so their events' ids
+     * compare */
     if (!rc && ps->conf->outbox.enabled)
-        rc = dd_outbox_migrate(dd_db_mysql(db), errstr, errstr_size);
+        rc = dd_outbox_migrate(dd_db_mysql(db), DD_HTEST_EVENT_NS, errstr, errstr_size);
     if (!rc) rc = dd_handler_migrate(ps->h, dd_db_mysql(db), errstr, errstr_size);
     if (!rc && ht->o->seed_sql)
         rc = dd_htest_env_seed(dd_db_mysql(db), ht->o->seed_sql, errstr, errstr_size);

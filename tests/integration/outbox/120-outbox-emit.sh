@@ -15,6 +15,7 @@
 # dead-lettered after its retries and nothing of it commits. Last, dedupd handler-test of the emitting ledger compares the
 # outbox after its two passes: the same events.
 source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/outbox.sh"
 tb_init outbox_emit
 tb_mock payments:4 big:1
 TB_WORKERS=2 TB_HANDLER_CONFIG='emit_topic = "payment.booked";' tb_config "$TB_CONF" \
@@ -39,7 +40,7 @@ tb_eq "every event's ledger entry exists, none twice" "$booked $booked" \
 tb_eq "each event's id is derived from its business key (stable across replays)" 0 \
   "$(tb_sql "SELECT COUNT(*) FROM dedupd_outbox o
              JOIN ledger_entry l ON l.id = JSON_VALUE(o.msg_value, '\$.ledger_id')
-             WHERE CAST(o.event_id AS BINARY) <> LEFT(SHA2(CONCAT('dedup_record', CHAR(0), l.biz_key, CHAR(0), '0'), 256), 32)")"
+             WHERE CAST(o.event_id AS BINARY) <> $(tb_outbox_id_sql l.biz_key)")"
 tb_eq "the payload carries the event id" 0 \
   "$(tb_sql "SELECT COUNT(*) FROM dedupd_outbox WHERE JSON_VALUE(msg_value, '\$.event_id') <> event_id")"
 tb_eq "keyed by the merchant, to payment.booked, pending, with the type header" 0 \

@@ -23,4 +23,17 @@ tb_outbox_check() {
   tb_eq "per merchant, the events' first copies in booking order" 0 "$(val order_bad)"
 }
 
+# tb_outbox_id_sql BIZ_KEY_SQL: the SQL expression of the id of the first
+# event emitted for the business key BIZ_KEY_SQL (an SQL expression) in
+# dedup_record of TB_DB: the first 32 hex digits of the SHA-256 of the
+# outbox's event namespace, the table, the key and "0", NUL apart.
+tb_outbox_id_sql() {
+  local ns
+  ns=$(tb_sql "SELECT TABLE_COMMENT FROM information_schema.TABLES
+    WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dedupd_outbox'")
+  ns=${ns##*event_namespace=}
+  [[ $ns =~ ^[0-9a-f]{32}$ ]] || tb_die "dedupd_outbox records no event namespace: '$ns'"
+  echo "LEFT(SHA2(CONCAT('$ns', CHAR(0), 'dedup_record', CHAR(0), $1, CHAR(0), '0'), 256), 32)"
+}
+
 val() { awk -v k="$1" '$1 == k { print $2 }' "$TB_DIR/check.txt"; }
