@@ -49,16 +49,19 @@ static const struct {
      "DELETE FROM %s WHERE expire_at < NOW(6) AND status <> 0 ORDER BY expire_at LIMIT ...",
      "DELETE FROM `%s` WHERE expire_at < NOW(6) AND status <> 0 ORDER BY expire_at LIMIT 1", NULL},
     {DD_GRANTS_POSITION, "SELECT", 0, "read where the group's partitions start",
-     "SELECT topic, kpartition, next_offset FROM %s WHERE group_id = ...",
-     "SELECT group_id, topic, kpartition, next_offset, updated_at FROM `%s` WHERE group_id = ?",
+     "SELECT topic, kpartition, next_offset, check_offset, ... FROM %s WHERE group_key = ...",
+     "SELECT group_id, group_key, topic, kpartition, next_offset, updated_at, check_offset,"
+     " check_timestamp, check_digest FROM `%s` WHERE group_key = ?",
      NULL},
     {DD_GRANTS_POSITION, "INSERT", 0, "record how far the group's outcomes are committed",
-     "INSERT INTO %s (group_id, topic, kpartition, next_offset) VALUES ...",
-     "INSERT INTO `%s` (group_id, topic, kpartition, next_offset) VALUES (?, ?, ?, ?)", NULL},
+     "INSERT INTO %s (group_id, group_key, topic, kpartition, next_offset, ...) VALUES ...",
+     "INSERT INTO `%s` (group_id, group_key, topic, kpartition, next_offset, check_offset,"
+     " check_timestamp, check_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+     NULL},
     {DD_GRANTS_POSITION, "UPDATE", 0, "move the group's recorded positions on",
      "INSERT INTO %s ... ON DUPLICATE KEY UPDATE next_offset = ...",
-     "UPDATE `%s` SET next_offset = ?, updated_at = NOW(6) WHERE group_id = ? AND topic = ?"
-     " AND kpartition = ?",
+     "UPDATE `%s` SET next_offset = ?, check_offset = ?, check_timestamp = ?, check_digest = ?,"
+     " updated_at = NOW(6) WHERE group_key = ? AND topic = ? AND kpartition = ?",
      NULL},
     {DD_GRANTS_TEMP, "CREATE TEMPORARY TABLES", 1, "hold the replay's working set",
      "CREATE TEMPORARY TABLE dd_replay_key (...)",
