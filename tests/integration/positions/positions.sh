@@ -20,7 +20,8 @@
 pos_bed() {
   tb_init "$1"
   tb_mock payments:1
-  TB_KAFKA_PROPS=auto.commit.interval.ms=200 tb_config
+  TB_KAFKA_PROPS=auto.commit.interval.ms=200
+  tb_config
   tb_migrate || tb_die "migrate failed"
 }
 
