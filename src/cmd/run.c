@@ -97,8 +97,10 @@ static void dd_run_summary(const dd_conf_t *conf, dd_pipeline_t *pl)
            (unsigned long long)s.db_errors_retriable, (unsigned long long)s.batches,
            (unsigned long long)s.batched, (unsigned long long)s.batch_declined,
            (unsigned long long)s.claim_races);
-    printf(" position_rewinds=%llu position_gaps=%llu", (unsigned long long)s.position_rewinds,
-           (unsigned long long)s.position_gaps);
+    printf(" position_rewinds=%llu position_gaps=%llu position_mismatches=%llu "
+           "position_errors=%llu",
+           (unsigned long long)s.position_rewinds, (unsigned long long)s.position_gaps,
+           (unsigned long long)s.position_mismatches, (unsigned long long)s.position_errors);
     /* poll -> finished latency quantiles, as upper bounds: the bound of the
      * histogram bucket holding the quantile, in whole ms rounded up (the
      * quantile is at most this, and at least 0.8 of it); then the time

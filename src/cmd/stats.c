@@ -26,6 +26,7 @@
 #include "dd_kafka.h"
 #include "dd_log.h"
 #include "dd_outbox.h"
+#include "dd_peek.h"
 #include "dd_position.h"
 #include "dd_text.h"
 
@@ -62,9 +63,10 @@ typedef struct {
     char error[512]; /* "" when they were read */
     /* outbox.enabled: the outbox of every shard together */
     dd_outbox_count_t outbox;
-    char outbox_error[512]; /* "" when it was read */
-    int64_t *db;            /* per part: the database's position (dd_position_lowest) */
-    int db_tables;          /* shards that keep positions */
+    char outbox_error[512];          /* "" when it was read */
+    int64_t *db;                     /* per part: the database's position (dd_position_lowest) */
+    dd_position_judgement_t *judged; /* per part: whether it is the topic's (dd_position_judge) */
+    int db_tables;                   /* shards that keep positions */
 } dd_tablestats_group_t;
 
 /* Runs a SELECT and returns its stored result, or NULL with errstr set. */
@@ -277,25 +279,75 @@ static int dd_tablestats_read(const dd_conf_t *conf, int only, dd_tablestats_t *
     return rc;
 }
 
+/* The facts `dedupd run` would judge part i's position by. */
+static void dd_tablestats_facts(const dd_tablestats_group_t *g, const dd_position_check_t *checks,
+                                int i, const dd_peek_t *peek, dd_position_facts_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->pos = g->db[i];
+    f->check = checks[i];
+    f->committed = g->parts[i].committed;
+    f->lo = g->parts[i].low;
+    f->hi = g->parts[i].high;
+    f->peek = peek;
+}
+
+/* Whether each position is the topic's, as `dedupd run` judges it: the
+ * messages they are checked by read again, all at once. */
+static void dd_tablestats_judge(const dd_conf_t *conf, dd_tablestats_group_t *g,
+                                const dd_position_check_t *checks)
+{
+    dd_peek_t *peeks = calloc((size_t)g->cnt + 1, sizeof(*peeks));
+    int *which = calloc((size_t)g->cnt + 1, sizeof(*which)), n = 0;
+    rd_kafka_t *rk = NULL;
+    char err[512];
+
+    g->judged = calloc((size_t)g->cnt + 1, sizeof(*g->judged));
+    for (int i = 0; peeks && which && g->judged && i < g->cnt; i++) {
+        dd_position_facts_t f;
+        which[i] = -1;
+        if (g->db[i] < 0) continue;
+        dd_tablestats_facts(g, checks, i, NULL, &f);
+        if ((peeks[n].offset = dd_position_peek_offset(&f)) < 0) continue;
+        peeks[n].topic = g->parts[i].topic;
+        peeks[n].partition = g->parts[i].partition;
+        which[i] = n++;
+    }
+    if (n && dd_peek_new(&rk, conf, err, sizeof(err))) rk = NULL;
+    if (n) dd_peek_read(rk, peeks, n, DD_TABLESTATS_KAFKA_MS);
+    for (int i = 0; peeks && which && g->judged && i < g->cnt; i++) {
+        dd_position_facts_t f;
+        if (g->db[i] < 0) continue;
+        dd_tablestats_facts(g, checks, i, which[i] >= 0 ? &peeks[which[i]] : NULL, &f);
+        dd_position_judge(&f, &g->judged[i]);
+    }
+    if (rk) dd_kafka_destroy_within(rk, 0, 2000);
+    free(peeks);
+    free(which);
+}
+
 /* The database's positions of the group's partitions. */
 static void dd_tablestats_read_positions(const dd_conf_t *conf, dd_tablestats_group_t *g)
 {
     const char **topics = calloc((size_t)g->cnt + 1, sizeof(*topics));
     int32_t *parts = calloc((size_t)g->cnt + 1, sizeof(*parts));
+    dd_position_check_t *checks = calloc((size_t)g->cnt + 1, sizeof(*checks));
 
     g->db = calloc((size_t)g->cnt + 1, sizeof(*g->db));
-    if (!topics || !parts || !g->db) {
+    if (!topics || !parts || !checks || !g->db) {
         snprintf(g->error, sizeof(g->error), "out of memory");
     } else {
         for (int i = 0; i < g->cnt; i++) {
             topics[i] = g->parts[i].topic;
             parts[i] = g->parts[i].partition;
         }
-        dd_position_lowest(conf, topics, parts, g->cnt, g->db, &g->db_tables, g->error,
-                           sizeof(g->error));
+        if (dd_position_lowest(conf, topics, parts, g->cnt, g->db, checks, &g->db_tables, g->error,
+                               sizeof(g->error)) == DD_OK)
+            dd_tablestats_judge(conf, g, checks);
     }
     free(topics);
     free(parts);
+    free(checks);
 }
 
 /* The group's offsets, read without joining it. A failure is shown in
@@ -370,6 +422,35 @@ static void dd_tablestats_offset(int64_t v, char *out, size_t out_size)
         snprintf(out, out_size, "none");
 }
 
+/* What a position not used says (j: not DD_POSITION_OWN). */
+static void dd_tablestats_unused(const dd_position_judgement_t *j, int64_t db, char *out,
+                                 size_t out_size)
+{
+    static const char *const what[] = {
+        [DD_POSITION_FOREIGN] = "not this topic's",
+        [DD_POSITION_DIVERGED] = "past the partition's end",
+        [DD_POSITION_UNCHECKED] = "cannot be checked",
+    };
+    char start[48] = "its log start offset";
+
+    if (j->start >= 0) snprintf(start, sizeof(start), "%lld", (long long)j->start);
+    snprintf(out, out_size, "%lld, %s (%s): the next run starts at %s", (long long)db,
+             what[j->verdict], j->why, start);
+}
+
+/* The name of a judgement in the JSON. */
+static const char *dd_tablestats_verdict(const dd_position_judgement_t *j)
+{
+    static const char *const names[] = {
+        [DD_POSITION_OWN] = "used",
+        [DD_POSITION_FOREIGN] = "foreign",
+        [DD_POSITION_DIVERGED] = "diverged",
+        [DD_POSITION_UNCHECKED] = "unchecked",
+    };
+
+    return names[j->verdict];
+}
+
 /* The database's position of part i, and how it stands to Kafka's. */
 static void dd_tablestats_db(const dd_tablestats_group_t *g, int i, char *out, size_t out_size)
 {
@@ -379,6 +460,8 @@ static void dd_tablestats_db(const dd_tablestats_group_t *g, int i, char *out, s
         snprintf(out, out_size, "some shards hold none");
     else if (db < 0)
         snprintf(out, out_size, "none");
+    else if (g->judged && g->judged[i].verdict != DD_POSITION_OWN)
+        dd_tablestats_unused(&g->judged[i], db, out, out_size);
     else if (k >= 0 && db < k)
         snprintf(out, out_size,
                  "%lld, %lld behind Kafka's committed offset: the database went back",
@@ -392,7 +475,7 @@ static void dd_tablestats_db(const dd_tablestats_group_t *g, int i, char *out, s
 
 static void dd_tablestats_text_group(const dd_conf_t *conf, const dd_tablestats_group_t *g)
 {
-    char label[300], committed[32], db[160];
+    char label[300], committed[32], db[800];
     long long total = 0;
 
     if (conf->outbox.enabled && g->outbox_error[0])
@@ -554,6 +637,9 @@ static void dd_tablestats_json_group(const dd_conf_t *conf, const dd_tablestats_
         dd_tablestats_json_num("end", p->high, 0, 0);
         dd_tablestats_json_num("lag", p->lag, 0, 0);
         dd_tablestats_json_num("database", g->db[i], g->db[i] < 0, 0);
+        dd_tablestats_json_str(
+            "database_check",
+            g->db[i] >= 0 && g->judged ? dd_tablestats_verdict(&g->judged[i]) : NULL, 0);
         fputs("}", stdout);
         total += p->lag;
     }
@@ -698,6 +784,7 @@ static int dd_tablestats_run(const dd_cmd_ctx_t *ctx, void *opts)
     if (g.outbox_error[0]) dd_log(DD_LOG_ERROR, "dedupd stats: outbox: %s", g.outbox_error);
     free(g.parts);
     free(g.db);
+    free(g.judged);
     dd_kafka_topics_free(g.topics, g.topic_cnt);
     free(ts);
     free(tot);

@@ -479,6 +479,22 @@ int dd_db_exec(dd_db_t *db, const char *sql, size_t len, char *errstr, size_t er
     return dd_db_exec_len(db->mysql, sql, len, errstr, errstr_size);
 }
 
+int dd_db_count(MYSQL *mysql, const char *sql, uint64_t *n, char *errstr, size_t errstr_size)
+{
+    MYSQL_RES *res;
+    MYSQL_ROW row;
+
+    *n = 0;
+    if (mysql_query(mysql, sql) != 0 || !(res = mysql_store_result(mysql))) {
+        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
+        return dd_db_classify(mysql_errno(mysql));
+    }
+    row = mysql_fetch_row(res);
+    *n = row && row[0] ? strtoull(row[0], NULL, 10) : 0;
+    mysql_free_result(res);
+    return DD_OK;
+}
+
 /* ---- SQL literals ---- */
 
 void dd_db_hex(dd_buf_t *b, const void *data, size_t n)

@@ -12,6 +12,7 @@
 #define DD_DB_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <mysql.h>
 
@@ -95,6 +96,11 @@ int dd_db_classify(unsigned int err);
 int dd_db_exec(dd_db_t *db, const char *sql, size_t len, char *errstr, size_t errstr_size);
 /* Same for a NUL-terminated statement on a raw connection. */
 int dd_db_exec_raw(MYSQL *mysql, const char *sql, char *errstr, size_t errstr_size);
+
+/* Runs a query of one row whose first column is a count (SELECT COUNT(*)
+ * ...) into *n (0 without a row). Returns 0, or the class of the error
+ * with "errno: message" in errstr. */
+int dd_db_count(MYSQL *mysql, const char *sql, uint64_t *n, char *errstr, size_t errstr_size);
 
 /* Appends X'hex' (a binary-safe literal; '' for no bytes). */
 void dd_db_hex(dd_buf_t *b, const void *data, size_t n);

@@ -83,6 +83,18 @@ static const struct {
      "purge.interval = 0)",
      "DELETE FROM %s WHERE expire_at < NOW(6) AND status <> 0 ORDER BY expire_at LIMIT ...",
      "DELETE FROM `%s` WHERE expire_at < NOW(6) AND status <> 0 ORDER BY expire_at LIMIT 1"},
+    {"dedupd_position", "SELECT", "read where the group's partitions start",
+     "SELECT topic, kpartition, next_offset, check_offset, ... FROM %s WHERE group_key = ...",
+     "SELECT group_id, group_key, topic, kpartition, next_offset, updated_at, check_offset,"
+     " check_timestamp, check_digest FROM `%s` WHERE group_key = ?"},
+    {"dedupd_position", "INSERT", "record how far the group's outcomes are committed",
+     "INSERT INTO %s (group_id, group_key, topic, kpartition, next_offset, ...) VALUES ...",
+     "INSERT INTO `%s` (group_id, group_key, topic, kpartition, next_offset, check_offset,"
+     " check_timestamp, check_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"},
+    {"dedupd_position", "UPDATE", "move the group's recorded positions on",
+     "INSERT INTO %s ... ON DUPLICATE KEY UPDATE next_offset = ...",
+     "UPDATE `%s` SET next_offset = ?, check_offset = ?, check_timestamp = ?, check_digest = ?,"
+     " updated_at = NOW(6) WHERE group_key = ? AND topic = ? AND kpartition = ?"},
     {DD_GRANTS_ON_DB, "CREATE TEMPORARY TABLES", "hold the replay's working set",
      "CREATE TEMPORARY TABLE dd_replay_key (...)",
      "CREATE TEMPORARY TABLE dd_grants_probe (biz_key VARBINARY(255) NOT NULL PRIMARY KEY)"

@@ -241,21 +241,11 @@ static const dd_cmd_opt_t dd_purge_cmd_opts[] = {
 static int dd_purge_count(dd_db_t *db, const char *table, uint64_t *n, char *errstr,
                           size_t errstr_size)
 {
-    MYSQL *mysql = dd_db_mysql(db);
-    MYSQL_RES *res = NULL;
-    MYSQL_ROW row;
     char sql[256];
 
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM `%s` WHERE expire_at < NOW(6) AND status <> 0",
              table);
-    if (mysql_query(mysql, sql) != 0 || !(res = mysql_store_result(mysql))) {
-        dd_errstr_set(errstr, errstr_size, "%u: %s", mysql_errno(mysql), mysql_error(mysql));
-        return dd_db_classify(mysql_errno(mysql));
-    }
-    row = mysql_fetch_row(res);
-    *n = row && row[0] ? strtoull(row[0], NULL, 10) : 0;
-    mysql_free_result(res);
-    return DD_OK;
+    return dd_db_count(dd_db_mysql(db), sql, n, errstr, errstr_size);
 }
 
 /* One table of one shard: checks, then the pass (or the count), and its

@@ -16,6 +16,13 @@
 int dd_kafka_reader_new(rd_kafka_t **rkp, const dd_conf_t *conf, const char *group, char *errstr,
                         size_t errstr_size)
 {
+    return dd_kafka_reader_new_with(rkp, conf, group, NULL, 0, errstr, errstr_size);
+}
+
+int dd_kafka_reader_new_with(rd_kafka_t **rkp, const dd_conf_t *conf, const char *group,
+                             const char *const (*extra)[2], size_t extra_cnt, char *errstr,
+                             size_t errstr_size)
+{
     /* Not allow.auto.create.topics=false: the metadata requests here name
      * no topic, and brokers that predate the setting (the mock cluster)
      * answer it with a warning on every start. */
@@ -30,6 +37,8 @@ int dd_kafka_reader_new(rd_kafka_t **rkp, const dd_conf_t *conf, const char *gro
     if (!rc && group) rc = dd_conf_kafka_set(kconf, "group.id", group, errstr, errstr_size);
     for (size_t i = 0; !rc && i < DD_ARRAY_LEN(fixed); i++)
         rc = dd_conf_kafka_set(kconf, fixed[i][0], fixed[i][1], errstr, errstr_size);
+    for (size_t i = 0; !rc && i < extra_cnt; i++)
+        rc = dd_conf_kafka_set(kconf, extra[i][0], extra[i][1], errstr, errstr_size);
     if (rc) {
         rd_kafka_conf_destroy(kconf);
         return rc;

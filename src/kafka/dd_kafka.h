@@ -24,6 +24,11 @@
  * there is no group to leave). */
 int dd_kafka_reader_new(rd_kafka_t **rkp, const dd_conf_t *conf, const char *group, char *errstr,
                         size_t errstr_size);
+/* The same with extra[0..extra_cnt) ({name, value} pairs) set last, over
+ * the user's. */
+int dd_kafka_reader_new_with(rd_kafka_t **rkp, const dd_conf_t *conf, const char *group,
+                             const char *const (*extra)[2], size_t extra_cnt, char *errstr,
+                             size_t errstr_size);
 
 /* The partition count of topic, from the metadata of every topic (so the
  * request names none). Returns 0; DD_ERR_PERMANENT when the cluster has

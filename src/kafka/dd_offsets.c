@@ -55,6 +55,7 @@ dd_ptrack_t *dd_offsets_get(dd_offsets_t *offs, const char *topic, int32_t parti
     pt->limit = INT64_MAX;
     pt->pos_slot = -1;
     pt->rewind_end = -1;
+    pt->cand_offset = -1;
     offs->pts[offs->cnt++] = pt;
     return pt;
 }
@@ -77,6 +78,8 @@ void dd_ptrack_reset(dd_ptrack_t *pt, int assigned, int64_t next)
     pt->next = next;
     pt->stored = -1;
     pt->rewind_end = -1;
+    pt->cand_offset = -1;
+    pt->cand_ms = 0;
 }
 
 int64_t dd_ptrack_storable(const dd_ptrack_t *pt)

@@ -15,6 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dd_peek.h"
+
+/* How often a partition's polled message is fingerprinted (dd_ptrack_cand). */
+#define DD_PTRACK_CAND_MS 500
+
 typedef struct dd_ptrack_s {
     char *topic;
     int32_t partition;
@@ -35,6 +40,13 @@ typedef struct dd_ptrack_s {
     int64_t limit;
     int pos_slot;
     int64_t rewind_end;
+    /* A message the position can be checked by (dd_peek.h): the last one
+     * taken (at most one every DD_PTRACK_CAND_MS), cand_offset (-1 none),
+     * becomes the position's check once every offset up to it is
+     * finished (dd_position_sync). */
+    int64_t cand_offset;
+    int64_t cand_ms;
+    dd_peek_fp_t cand_fp;
 
     /* ring of in-flight offsets, indexed by sequence number */
     uint64_t head_seq, tail_seq;
@@ -60,6 +72,12 @@ void dd_ptrack_reset(dd_ptrack_t *pt, int assigned, int64_t next);
 /* The offset that may be stored for Kafka now: next, but not past limit;
  * -1 none. */
 int64_t dd_ptrack_storable(const dd_ptrack_t *pt);
+/* 1 when a polled message at now_ms should be fingerprinted as the
+ * partition's next check candidate. */
+static inline int dd_ptrack_cand_due(const dd_ptrack_t *pt, int64_t now_ms)
+{
+    return pt->cand_offset < 0 && now_ms - pt->cand_ms >= DD_PTRACK_CAND_MS;
+}
 /* Records a polled offset. Returns its sequence number, or UINT64_MAX on
  * out-of-memory. Offsets must be added in increasing order. */
 uint64_t dd_ptrack_add(dd_ptrack_t *pt, int64_t offset);

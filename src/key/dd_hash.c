@@ -209,6 +209,22 @@ int dd_hash_payload(const dd_hash_spec_t *spec, const void *payload, size_t len,
     return rc;
 }
 
+int dd_hash_bytes(const void *const *parts, const size_t *lens, int cnt,
+                  unsigned char out[DD_HASH_LEN])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned int md_len = 0;
+    int ok;
+
+    if (!md) return DD_ERR_NOMEM;
+    ok = EVP_DigestInit_ex(md, dd_sha256(), NULL);
+    for (int i = 0; ok && i < cnt; i++)
+        ok = !lens[i] || EVP_DigestUpdate(md, parts[i], lens[i]);
+    ok = ok && EVP_DigestFinal_ex(md, out, &md_len) && md_len == DD_HASH_LEN;
+    EVP_MD_CTX_free(md);
+    return ok ? 0 : DD_ERR_FATAL;
+}
+
 void dd_hash_hex(const unsigned char hash[DD_HASH_LEN], char out[DD_HASH_HEX_LEN + 1])
 {
     dd_text_hex(out, hash, DD_HASH_LEN, 0);

@@ -52,6 +52,13 @@ int dd_hash_payload(const dd_hash_spec_t *spec, const void *payload, size_t len,
 int dd_hash_input(const dd_hash_spec_t *spec, const dd_json_doc_t *doc, char **outp,
                   size_t *out_len);
 
+/* SHA-256 of the concatenation of cnt byte strings (parts[i], lens[i]
+ * bytes; a NULL part with length 0 is empty). The caller makes the
+ * concatenation unambiguous (lengths before variable parts). Returns 0 or
+ * a negative dd_err_t. */
+int dd_hash_bytes(const void *const *parts, const size_t *lens, int cnt,
+                  unsigned char out[DD_HASH_LEN]);
+
 /* Lower-case hex of a hash: 64 characters and a NUL. */
 void dd_hash_hex(const unsigned char hash[DD_HASH_LEN], char out[DD_HASH_HEX_LEN + 1]);
 

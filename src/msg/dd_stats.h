@@ -110,6 +110,11 @@ typedef struct {
     uint64_t position_rewinds;
     uint64_t position_gaps;
     uint64_t position_gap_messages;
+    /* partitions assigned where the database's position was not used: not
+     * the topic's as it is now (recreated, truncated), or not to be told */
+    uint64_t position_mismatches;
+    /* statements on the positions' table that failed (the writers') */
+    uint64_t position_errors;
     /* the same counters per route (the index of conf->routes): wherever
      * one of the totals above counts, its route's counter counts too */
     dd_route_stats_t route[DD_STATS_ROUTE_MAX];

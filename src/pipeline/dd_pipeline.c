@@ -66,6 +66,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
     item->t_poll_ms = item->t_poll_us / 1000;
     item->route = pt->route;
     item->rewound = rkm->offset < pt->rewind_end;
+    dd_pipeline_position_polled(pl, pt, rkm, item->t_poll_ms);
     pl->inflight++;
     pl->route_messages[item->route]++;
     if (!pl->messages++) pl->first_poll_ms = item->t_poll_ms;
@@ -81,6 +82,7 @@ static void dd_pipeline_message(dd_pipeline_t *pl, rd_kafka_message_t *rkm)
 static void dd_pipeline_assign(dd_pipeline_t *pl, rd_kafka_topic_partition_list_t *parts)
 {
     rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
+    dd_pipeline_poschecks_t pc;
     rd_kafka_resp_err_t err;
 
     /* Where each partition resumes: needed to know when --exit-at-end is
@@ -88,6 +90,7 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, rd_kafka_topic_partition_list_
     err = dd_source_committed(pl->src, committed, 10000);
     if (err) dd_log(DD_LOG_WARN, "Cannot read committed offsets: %s", rd_kafka_err2str(err));
     dd_pipeline_position_load(pl, parts->cnt);
+    dd_pipeline_position_check(pl, parts, &pc);
     for (int i = 0; i < committed->cnt; i++) {
         rd_kafka_topic_partition_t *p = &committed->elems[i];
         dd_ptrack_t *pt = dd_offsets_get(pl->offs, p->topic, p->partition, 1);
@@ -101,7 +104,8 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, rd_kafka_topic_partition_list_
             snprintf(at, sizeof(at), "%lld", (long long)next);
         }
         /* the database's position, when it keeps one, says where to start */
-        pt->next = dd_pipeline_position_assign(pl, pt, &parts->elems[i], next, pos, sizeof(pos));
+        pt->next =
+            dd_pipeline_position_assign(pl, pt, &parts->elems[i], next, &pc, i, pos, sizeof(pos));
         /* The end offset is read at start for --exit-at-end only. */
         if (pt->end_offset >= 0)
             snprintf(end, sizeof(end), ", end offset %lld", (long long)pt->end_offset);
@@ -111,6 +115,7 @@ static void dd_pipeline_assign(dd_pipeline_t *pl, rd_kafka_topic_partition_list_
                              : " (the group has none: auto.offset.reset decides where to start)");
     }
     rd_kafka_topic_partition_list_destroy(committed);
+    dd_pipeline_position_checked(&pc);
     dd_pipeline_position_sync(pl, 1);
     pl->assignment_live = 1;
     pl->assign_seen = 1;

@@ -48,7 +48,8 @@ struct dd_pipeline_s {
     dd_position_t *pos;      /* their writers, when it does */
     int64_t pos_sync_ms;     /* when the watermarks were last handed to them */
     int64_t pos_deadline_ms; /* an assignment's watermark queries end by then */
-    char pos_err[700];       /* the database went back under this process: stop */
+    rd_kafka_t *peek;        /* reads the messages positions are checked by (dd_peek) */
+    char pos_err[1000];      /* the positions can no longer be kept (dd_position_stopped): stop */
 
     int64_t inflight;      /* items alive: polled and not yet finished */
     int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
@@ -141,7 +142,8 @@ void dd_pipeline_status(dd_pipeline_t *pl);
 int dd_pipeline_position_start(dd_pipeline_t *pl, char *errstr, size_t errstr_size);
 /* Hands the watermarks to the writers (every few ms unless force) and
  * takes the limits of what may be stored for Kafka back; notes in pos_err
- * a database found to have gone back. */
+ * that the positions can no longer be kept (a database found to have gone
+ * back, an error no retry fixes). */
 void dd_pipeline_position_sync(dd_pipeline_t *pl, int force);
 /* Has the watermarks written now (before a commit to Kafka), waiting up
  * to timeout_ms: DD_PIPELINE_POSITION_FLUSH_MS on revoke and at the end,
@@ -153,12 +155,38 @@ void dd_pipeline_position_flush(dd_pipeline_t *pl, int timeout_ms);
 /* Reads every shard's positions, before an assignment of `parts`
  * partitions is looked at (none: nothing to read). */
 void dd_pipeline_position_load(dd_pipeline_t *pl, int parts);
-/* Where the assigned partition p (tracker pt) starts, given Kafka's
- * committed offset k (-1 none); sets p->offset when it is not k and a
- * note for the "Assigned" line. */
+/* What an assignment found of one partition: the shards' positions, the
+ * watermarks (-1 unknown) and the read of its check message (peek, -1:
+ * not read), in dd_pipeline_poschecks_t.peeks. */
+typedef struct {
+    dd_position_found_t found;
+    int64_t lo, hi;
+    int peek;
+} dd_pipeline_poscheck_t;
+typedef struct {
+    dd_pipeline_poscheck_t *parts; /* one per partition of the assignment; NULL: none */
+    dd_peek_t *peeks;
+    int peek_cnt;
+} dd_pipeline_poschecks_t;
+/* Looks at every partition of an assignment after the load: the shards'
+ * positions, the watermarks, and each check message read again, all
+ * together (bounded). Free pc with dd_pipeline_position_checked. */
+void dd_pipeline_position_check(dd_pipeline_t *pl, const rd_kafka_topic_partition_list_t *parts,
+                                dd_pipeline_poschecks_t *pc);
+void dd_pipeline_position_checked(dd_pipeline_poschecks_t *pc);
+/* Where the assigned partition p (tracker pt, element i of the
+ * assignment that pc looked at) starts, given Kafka's committed offset k
+ * (-1 none); sets p->offset when it is not k and a note for the
+ * "Assigned" line. Returns the offset, -1 when it is the log start offset
+ * and that is unknown. */
 int64_t dd_pipeline_position_assign(dd_pipeline_t *pl, dd_ptrack_t *pt,
-                                    rd_kafka_topic_partition_t *p, int64_t k, char *note,
+                                    rd_kafka_topic_partition_t *p, int64_t k,
+                                    const dd_pipeline_poschecks_t *pc, int i, char *note,
                                     size_t note_size);
+/* A message was polled from pt: fingerprinted when the partition's next
+ * check message is due (at most one every DD_PTRACK_CAND_MS). */
+void dd_pipeline_position_polled(dd_pipeline_t *pl, dd_ptrack_t *pt, const rd_kafka_message_t *rkm,
+                                 int64_t now_ms);
 /* The partitions were revoked: their positions are no longer written. */
 void dd_pipeline_position_revoke(dd_pipeline_t *pl, const rd_kafka_topic_partition_list_t *parts);
 /* Stops and frees the writers. */

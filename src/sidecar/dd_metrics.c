@@ -194,6 +194,8 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s, const char *const 
     dd_metrics_counter(f, DD_METRIC_POSITION_REWINDS, s->position_rewinds);
     dd_metrics_counter(f, DD_METRIC_POSITION_GAPS, s->position_gaps);
     dd_metrics_counter(f, DD_METRIC_POSITION_GAP_OFFSETS, s->position_gap_messages);
+    dd_metrics_counter(f, DD_METRIC_POSITION_MISMATCHES, s->position_mismatches);
+    dd_metrics_counter(f, DD_METRIC_POSITION_ERRORS, s->position_errors);
     dd_metrics_seconds(f, DD_METRIC_FETCH_WAIT, 3, (double)s->fetch_wait_us / 1e6);
     dd_metrics_dead_letters(f, s, routes, route_cnt);
     dd_metrics_route_counter(f, DD_METRIC_TOMBSTONES_SKIPPED, s, routes, route_cnt,

@@ -80,6 +80,22 @@ typedef enum { DD_METRIC_COUNTER, DD_METRIC_GAUGE, DD_METRIC_HISTOGRAM } dd_metr
       "partitions: messages to reconcile from the source.",                                        \
       "the offsets of those ranges, over the partitions: the messages to reconcile from the "      \
       "source system")                                                                             \
+    X(POSITION_MISMATCHES, "dedupd_position_mismatches_total", COUNTER, "", 0,                     \
+      "Partitions assigned where the database's position was not used: taken in another life of "  \
+      "the topic (deleted and created again, truncated), or not to be checked.",                   \
+      "partitions assigned where the database's position was not used to skip anything: the "      \
+      "partition no longer holds the message it was written with (the topic deleted and created "  \
+      "again, truncated and refilled, or the database restored from before that; an error line "   \
+      "names both), or that message could not be read (a warn line says why); the partition "      \
+      "started at its log start offset (docs/GUARANTEES.md, \"A topic created again or "           \
+      "truncated\"). `position_mismatches` in the `summary` line")                                 \
+    X(POSITION_ERRORS, "dedupd_position_errors_total", COUNTER, "", 0,                             \
+      "Statements on dedupd_position that failed; each is tried again every second, and one no "   \
+      "retry fixes stops dedupd.",                                                                 \
+      "statements of the position writers on `dedupd_position` that failed: a database that is "   \
+      "down is tried again every second (Kafka's offsets wait), and an error no retry fixes (a "    \
+      "privilege taken away, the table changed) stops dedupd with exit status 1 and an error "     \
+      "line naming it. `position_errors` in the `summary` line")                                   \
     X(FETCH_WAIT, "dedupd_fetch_wait_seconds_total", COUNTER, "", 0,                               \
       "Time the consumer waited for librdkafka to deliver messages that the broker already had "   \
       "(a prefetch queue too small, or a slow broker).",                                           \

@@ -50,7 +50,7 @@ tb_expect_outcome "$TB_DIR/expect.json"
 # The metrics: the same names as without routes, the counters of a message
 # under route="default", one series each, nothing else labelled.
 tb_eq "metric names as before" \
-  "dedupd_applied_total dedupd_assigned_partitions dedupd_batch_declined_total dedupd_batch_seconds dedupd_batched_total dedupd_batches_total dedupd_build_info dedupd_claim_races_total dedupd_conflicts_total dedupd_consumer_lag dedupd_db_errors_total dedupd_dead_letter_partitions_skipped dedupd_dead_letters_total dedupd_duplicates_total dedupd_external_lost_claims_total dedupd_external_reconcile_total dedupd_external_takeovers_total dedupd_external_waits_total dedupd_fetch_wait_seconds_total dedupd_inflight_messages dedupd_messages_total dedupd_position_gap_offsets_total dedupd_position_gaps_total dedupd_position_rewinds_total dedupd_retries_total dedupd_running dedupd_tombstones_skipped_total" \
+  "dedupd_applied_total dedupd_assigned_partitions dedupd_batch_declined_total dedupd_batch_seconds dedupd_batched_total dedupd_batches_total dedupd_build_info dedupd_claim_races_total dedupd_conflicts_total dedupd_consumer_lag dedupd_db_errors_total dedupd_dead_letter_partitions_skipped dedupd_dead_letters_total dedupd_duplicates_total dedupd_external_lost_claims_total dedupd_external_reconcile_total dedupd_external_takeovers_total dedupd_external_waits_total dedupd_fetch_wait_seconds_total dedupd_inflight_messages dedupd_messages_total dedupd_position_errors_total dedupd_position_gap_offsets_total dedupd_position_gaps_total dedupd_position_mismatches_total dedupd_position_rewinds_total dedupd_retries_total dedupd_running dedupd_tombstones_skipped_total" \
   "$(awk '/^# TYPE dedupd_/ { print $3 }' "$TB_DIR/metrics.txt" | sort | paste -sd' ')"
 tb_eq "per-message counters: one series each, route=\"default\"" \
   "dedupd_applied_total{route=\"default\"}|dedupd_batch_declined_total{route=\"default\"}|dedupd_batched_total{route=\"default\"}|dedupd_conflicts_total{route=\"default\"}|dedupd_duplicates_total{route=\"default\"}|dedupd_messages_total{route=\"default\"}|dedupd_retries_total{route=\"default\"}" \
@@ -71,7 +71,7 @@ tb_eq "metrics and summary agree" \
 
 # The summary and the logs, as before.
 tb_eq "summary fields as before" \
-  "messages applied duplicates conflicts retries dead_letters dlq_bad_json dlq_key_missing dlq_key_too_long dlq_payload_too_large dlq_conflict dlq_rejected dlq_retries_exhausted dlq_unresolved dlq_schema_unknown dlq_bad_avro dlq_tombstone db_retries batches batched batch_declined claim_races position_rewinds position_gaps latency_p50_le_ms latency_p99_le_ms active_s fetch_wait_s" \
+  "messages applied duplicates conflicts retries dead_letters dlq_bad_json dlq_key_missing dlq_key_too_long dlq_payload_too_large dlq_conflict dlq_rejected dlq_retries_exhausted dlq_unresolved dlq_schema_unknown dlq_bad_avro dlq_tombstone db_retries batches batched batch_declined claim_races position_rewinds position_gaps position_mismatches position_errors latency_p50_le_ms latency_p99_le_ms active_s fetch_wait_s" \
   "$(grep '^summary ' "$TB_DIR/run.log" | tail -n 1 | tr ' ' '\n' | tail -n +2 | cut -d= -f1 | paste -sd' ')"
 tb_eq "no summary_route line" 0 "$(grep -c '^summary_route' "$TB_DIR/run.log" || true)"
 tb_check "the first line names topics and handler as before" \
