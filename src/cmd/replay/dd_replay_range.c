@@ -400,6 +400,41 @@ void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next)
     }
 }
 
+int dd_replay_rewind(dd_replay_t *rp, dd_replay_part_t *pt, int64_t to, char *errstr,
+                     size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_error_t *error;
+    int rc = DD_OK;
+
+    if (to >= pt->pos) {
+        rd_kafka_topic_partition_list_destroy(list);
+        return DD_OK;
+    }
+    /* A seek drops what was fetched from the partition before it. */
+    rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = to;
+    error = rd_kafka_seek_partitions(rp->rk, list, DD_REPLAY_TIMEOUT_MS);
+    if (!error && list->elems[0].err)
+        dd_errstr_set(errstr, errstr_size, "seeking %s [%d] to offset %lld: %s", pt->topic,
+                      (int)pt->partition, (long long)to, rd_kafka_err2str(list->elems[0].err));
+    else if (error)
+        dd_errstr_set(errstr, errstr_size, "seeking %s [%d] to offset %lld: %s", pt->topic,
+                      (int)pt->partition, (long long)to, rd_kafka_error_string(error));
+    if (error || list->elems[0].err) rc = DD_ERR_FATAL;
+    if (error) rd_kafka_error_destroy(error);
+    if (!rc && pt->done) {
+        rd_kafka_resume_partitions(rp->rk, list);
+        pt->done = 0;
+        rp->parts_left++;
+    }
+    if (!rc) {
+        rp->progress -= pt->pos - to;
+        pt->pos = to;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return rc;
+}
+
 /* Applies the TIME bounds to a message in the range. Returns 1 when the
  * message is to be judged; moves the range's ends as the bounds show them,
  * so --orphans looks at the range that was actually judged. */

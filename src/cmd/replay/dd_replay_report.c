@@ -57,8 +57,7 @@ static void dd_replay_hex_fputs(FILE *out, const char *s, size_t n)
     }
 }
 
-/* "name":"text", or "name":null,"name_hex":"..." (null alone: no key). */
-static void dd_replay_json_key(FILE *out, const char *name, const char *key, size_t len, int first)
+void dd_replay_json_key(FILE *out, const char *name, const char *key, size_t len, int first)
 {
     fprintf(out, "%s\"%s\":", first ? "" : ",", name);
     if (key && dd_replay_printable(key, len)) {
@@ -106,7 +105,7 @@ static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int firs
     fputc('}', out);
 }
 
-static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
+void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
 {
     if (v && strcspn(v, ",\"\r\n") < n) {
         fputc('"', out);
@@ -121,8 +120,7 @@ static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
     fputc(last ? '\n' : ',', out);
 }
 
-/* Two columns: the key as text, or (not printable UTF-8) in the _hex one. */
-static void dd_replay_csv_key(FILE *out, const char *key, size_t len)
+void dd_replay_csv_key(FILE *out, const char *key, size_t len)
 {
     if (key && dd_replay_printable(key, len)) {
         dd_replay_csv_field(out, key, len, 0);
@@ -465,10 +463,6 @@ static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
         kv[n++] = (dd_replay_kv_t){"apply_failed", s->apply[DD_RA_FAILED], 0};
     }
     if (rp->args->orphans) kv[n++] = (dd_replay_kv_t){"orphans", s->orphans, 0};
-    if (rp->rd) {
-        kv[n++] = (dd_replay_kv_t){"filtered", s->filtered, 0};
-        kv[n++] = (dd_replay_kv_t){"unredrivable", s->unredrivable, 0};
-    }
     return n;
 }
 
@@ -594,7 +588,7 @@ void dd_replay_print_summary(dd_replay_t *rp, int complete)
     size_t n = dd_replay_kvs(rp, kv);
     double secs = (double)(dd_now_ms() - rp->progress_line.t0_ms) / 1000.0;
 
-    fprintf(stderr, "dedupd %s (%s%s): %d partition(s) in %.1f s\n", rp->rd ? "redrive" : "replay",
+    fprintf(stderr, "dedupd replay (%s%s): %d partition(s) in %.1f s\n",
             rp->args->apply ? "apply" : "report only", complete ? "" : ", INTERRUPTED",
             rp->part_cnt, secs);
     for (size_t i = 0; i < n; i++) {
