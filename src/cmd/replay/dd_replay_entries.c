@@ -292,10 +292,7 @@ static void dd_redrive_write_summary(dd_replay_t *rp, FILE *out, int complete)
     fputs("},\n  \"ranges\": [", out);
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
-        fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
-        dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
-        fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld",
-                (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+        dd_replay_json_range(out, pt, i == 0);
         dd_redrive_offset(out, "group_committed", rs->start ? rs->start[i] : -1);
         dd_redrive_offset(out, "committed", pt->group_committed);
         fputc('}', out);
@@ -330,8 +327,7 @@ static int dd_redrive_write(dd_replay_t *rp, FILE *out, int complete, char *errs
     int rc;
 
     if (rp->args->csv) {
-        fprintf(out, "%s%s%s\n", DD_REDRIVE_CSV_COLUMNS, rp->conf->has_routes ? ",route" : "",
-                rp->conf->shard_cnt > 1 ? ",shard" : "");
+        dd_replay_csv_head(rp, out, DD_REDRIVE_CSV_COLUMNS);
         return dd_redrive_copy_spill(rp, out, errstr, errstr_size);
     }
     fputs("{\n", out);

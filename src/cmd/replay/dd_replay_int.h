@@ -337,6 +337,12 @@ void dd_replay_json_key(FILE *out, const char *name, const char *key, size_t len
 void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last);
 /* Two CSV columns: the key as text, or (not printable UTF-8) in hex. */
 void dd_replay_csv_key(FILE *out, const char *key, size_t len);
+/* The CSV header line: columns, then route (with routes) and shard (with
+ * shards). */
+void dd_replay_csv_head(const dd_replay_t *rp, FILE *out, const char *columns);
+/* A range of the report's "ranges", its closing brace left to the caller:
+ * topic, partition, from, to, read_to. */
+void dd_replay_json_range(FILE *out, const dd_replay_part_t *pt, int first);
 int dd_replay_report(dd_replay_t *rp, int complete, char *errstr, size_t errstr_size);
 void dd_replay_print_summary(dd_replay_t *rp, int complete);
 /* Findings of the report: keys missing or failed and not repaired,

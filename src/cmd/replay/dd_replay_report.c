@@ -468,6 +468,14 @@ static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
 
 #define DD_REPLAY_KV_MAX 24
 
+void dd_replay_json_range(FILE *out, const dd_replay_part_t *pt, int first)
+{
+    fputs(first ? "\n    {\"topic\":" : ",\n    {\"topic\":", out);
+    dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
+    fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld", (int)pt->partition,
+            (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+}
+
 /* "summary": {...}, "ranges": [...] (without the braces around them): the
  * head of the JSON report, and the whole of --summary FILE. */
 static void dd_replay_write_summary(dd_replay_t *rp, FILE *out, int complete)
@@ -483,16 +491,21 @@ static void dd_replay_write_summary(dd_replay_t *rp, FILE *out, int complete)
             (unsigned long long)dd_replay_findings(rp));
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
-        fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
-        dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
-        fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld",
-                (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+        dd_replay_json_range(out, pt, i == 0);
         if (pt->group_committed >= 0)
             fprintf(out, ",\"group_committed\":%lld}", (long long)pt->group_committed);
         else
             fputs(",\"group_committed\":null}", out);
     }
     fputs("\n  ]", out);
+}
+
+void dd_replay_csv_head(const dd_replay_t *rp, FILE *out, const char *columns)
+{
+    /* with routes, each entry's route in a column of its own, after the
+     * others; with shards, its shard after that, the last */
+    fprintf(out, "%s%s%s\n", columns, rp->conf->has_routes ? ",route" : "",
+            rp->conf->shard_cnt > 1 ? ",shard" : "");
 }
 
 /* The report: JSON (summary, ranges, entries, orphans) or CSV (a header
@@ -504,10 +517,7 @@ static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errst
     int rc;
 
     if (rp->args->csv) {
-        /* with routes, each entry's route in a column of its own, after
-         * the others; with shards, its shard after that, the last */
-        fprintf(out, "%s%s%s\n", DD_REPLAY_CSV_COLUMNS, rp->conf->has_routes ? ",route" : "",
-                rp->conf->shard_cnt > 1 ? ",shard" : "");
+        dd_replay_csv_head(rp, out, DD_REPLAY_CSV_COLUMNS);
     } else {
         fputs("{\n", out);
         dd_replay_write_summary(rp, out, complete);

@@ -83,6 +83,15 @@ usage --from-dlq "$DLQ" --reason ''
 usage --from-dlq "$DLQ" --group "$(printf 'g%.0s' $(seq 300))"
 tb_eq "no slip committed anything" "" "$(tb_committed tg.redrive payments | awk '$2 >= 0')"
 
+# The forged letters, refused by every redrive, each with why.
+forged="4 refused wrong_dlq
+5 refused no_partition
+6 refused bad_header
+7 refused bad_header
+8 refused not_a_dead_letter
+9 refused source_is_dlq
+10 refused truncated"
+
 # A: --key judged on the key the payload renders: p1 only; the group stays
 # at the first letter left out.
 tb_eq "redrive --key exits 0" 0 "$(redrive a --key 'pay:p1')"
@@ -90,13 +99,7 @@ tb_eq "--key: every letter has its entry" "0 applied None
 1 filtered --key
 2 filtered --key
 3 copy later_copy
-4 refused wrong_dlq
-5 refused no_partition
-6 refused bad_header
-7 refused bad_header
-8 refused not_a_dead_letter
-9 refused source_is_dlq
-10 refused truncated
+$forged
 11 filtered --key
 12 conflict copy_differs
 13 filtered --key" "$(outcomes "$TB_DIR/a.json")"
@@ -112,13 +115,7 @@ r="$TB_DIR/b.json"
 tb_eq "every letter from the first one left has its entry" "1 applied None
 2 applied None
 3 duplicate applied_before
-4 refused wrong_dlq
-5 refused no_partition
-6 refused bad_header
-7 refused bad_header
-8 refused not_a_dead_letter
-9 refused source_is_dlq
-10 refused truncated
+$forged
 11 apply_failed rejected
 12 conflict copy_differs
 13 bad bad_json" "$(outcomes "$r")"
