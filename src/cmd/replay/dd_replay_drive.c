@@ -539,8 +539,7 @@ static int dd_redrive_recover(dd_replay_t *rp, int rc, char *errstr, size_t errs
         dd_item_destroy(rp->batch[i], NULL);
     rp->n = 0;
     dd_redrive_entries_sort(&rs->ent);
-    for (int i = 0; !rc && i < rp->part_cnt; i++)
-        rc = dd_replay_rewind(rp, &rp->parts[i], rs->ck[i], errstr, errstr_size);
+    rc = dd_replay_reread(rp, rs->ck, errstr, errstr_size);
     rs->flushed_ms = dd_now_ms();
     if (!rc) dd_log(DD_LOG_INFO, "dedupd redrive: reconnected to the database.");
     return rc;

@@ -209,7 +209,7 @@ int dd_redrive_entry_has(const dd_redrive_entries_t *ent, int32_t partition, int
 
 void dd_redrive_entries_sort(dd_redrive_entries_t *ent)
 {
-    qsort(ent->v, ent->n, sizeof(*ent->v), dd_redrive_entry_cmp);
+    if (ent->n) qsort(ent->v, ent->n, sizeof(*ent->v), dd_redrive_entry_cmp);
     ent->sorted = ent->n;
 }
 

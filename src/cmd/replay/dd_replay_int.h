@@ -281,9 +281,9 @@ int dd_replay_ranges(dd_replay_t *rp, char *errstr, size_t errstr_size);
 int dd_replay_assign(dd_replay_t *rp, char *errstr, size_t errstr_size);
 dd_replay_part_t *dd_replay_part_find(dd_replay_t *rp, const char *topic, int32_t partition);
 void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next);
-/* Reads partition pt again from offset to (before its position). */
-int dd_replay_rewind(dd_replay_t *rp, dd_replay_part_t *pt, int64_t to, char *errstr,
-                     size_t errstr_size);
+/* Reads each partition i again from to[i] (when before its position), on
+ * a new consumer. */
+int dd_replay_reread(dd_replay_t *rp, const int64_t *to, char *errstr, size_t errstr_size);
 int dd_replay_in_time(dd_replay_t *rp, dd_replay_part_t *pt, rd_kafka_message_t *rkm);
 
 /* dd_replay_sql.c */

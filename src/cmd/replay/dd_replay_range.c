@@ -365,7 +365,7 @@ int dd_replay_assign(dd_replay_t *rp, char *errstr, size_t errstr_size)
     for (int i = 0; i < rp->part_cnt; i++)
         if (!rp->parts[i].done)
             rd_kafka_topic_partition_list_add(list, rp->parts[i].topic, rp->parts[i].partition)
-                ->offset = rp->parts[i].start;
+                ->offset = rp->parts[i].pos;
     err = rd_kafka_assign(rp->rk, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (err) dd_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(err));
@@ -400,39 +400,25 @@ void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next)
     }
 }
 
-int dd_replay_rewind(dd_replay_t *rp, dd_replay_part_t *pt, int64_t to, char *errstr,
-                     size_t errstr_size)
+int dd_replay_reread(dd_replay_t *rp, const int64_t *to, char *errstr, size_t errstr_size)
 {
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_error_t *error;
-    int rc = DD_OK;
-
-    if (to >= pt->pos) {
-        rd_kafka_topic_partition_list_destroy(list);
-        return DD_OK;
+    /* A new consumer, rather than a seek: a seek whose wait times out may
+     * still hand over messages fetched before it, a new client has none. */
+    rd_kafka_consumer_close(rp->rk);
+    rd_kafka_destroy(rp->rk);
+    rp->rk = NULL;
+    rp->parts_left = 0;
+    for (int i = 0; i < rp->part_cnt; i++) {
+        dd_replay_part_t *pt = &rp->parts[i];
+        if (to[i] < pt->pos) {
+            rp->progress -= pt->pos - to[i];
+            pt->pos = to[i];
+        }
+        pt->done = pt->pos >= pt->end;
+        rp->parts_left += !pt->done;
     }
-    /* A seek drops what was fetched from the partition before it. */
-    rd_kafka_topic_partition_list_add(list, pt->topic, pt->partition)->offset = to;
-    error = rd_kafka_seek_partitions(rp->rk, list, DD_REPLAY_TIMEOUT_MS);
-    if (!error && list->elems[0].err)
-        dd_errstr_set(errstr, errstr_size, "seeking %s [%d] to offset %lld: %s", pt->topic,
-                      (int)pt->partition, (long long)to, rd_kafka_err2str(list->elems[0].err));
-    else if (error)
-        dd_errstr_set(errstr, errstr_size, "seeking %s [%d] to offset %lld: %s", pt->topic,
-                      (int)pt->partition, (long long)to, rd_kafka_error_string(error));
-    if (error || list->elems[0].err) rc = DD_ERR_FATAL;
-    if (error) rd_kafka_error_destroy(error);
-    if (!rc && pt->done) {
-        rd_kafka_resume_partitions(rp->rk, list);
-        pt->done = 0;
-        rp->parts_left++;
-    }
-    if (!rc) {
-        rp->progress -= pt->pos - to;
-        pt->pos = to;
-    }
-    rd_kafka_topic_partition_list_destroy(list);
-    return rc;
+    if (dd_replay_kafka_new(rp, errstr, errstr_size)) return DD_ERR_FATAL;
+    return dd_replay_assign(rp, errstr, errstr_size);
 }
 
 /* Applies the TIME bounds to a message in the range. Returns 1 when the
