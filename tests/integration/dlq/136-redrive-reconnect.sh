@@ -85,6 +85,7 @@ tb_eq "their rows applied" 30 "$(tb_sql 'SELECT COUNT(*) FROM dedup_record WHERE
 tb_assert_committed_at_end tg.redrive "$DLQ"
 
 # Two: the database stays away; it gives up and reports what it did.
+# shellcheck disable=SC2046 # the headers are words
 for i in $(seq 1 20); do printf '0\t-\t{"id":"g%d"}\n' "$i"; done |
   letters $(h pay 2 9 rejected) # 34..53
 redrive_bg two --rate 10
