@@ -6,7 +6,8 @@
  * dispatcher gives each the same treatment: `dedupd NAME --help`, -c FILE
  * taken out and loaded once, the command's own options parsed before the
  * configuration is loaded, logging set up from it. Exit status: 0 success,
- * 1 failure, 2 usage error, 3 findings (replay --fail-on-findings).
+ * 1 failure, 2 usage error, 3 findings (--fail-on-findings), 4 messages run
+ * and not applied (redrive).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,8 @@ static void dd_main_usage(FILE *out)
           "  0  success\n"
           "  1  failure (configuration, database, Kafka, handler)\n"
           "  2  usage error\n"
-          "  3  replay --fail-on-findings: the report has findings\n"
+          "  3  replay or redrive --fail-on-findings: the report has findings\n"
+          "  4  redrive: letters were run and not applied\n"
           "Each command's help lists its own (dedupd help COMMAND).\n",
           out);
 }

@@ -6,9 +6,10 @@
  * before anything is loaded (a usage error costs no connection), loading
  * the configuration and setting up logging. The command then only runs.
  *
- * Exit codes: DD_EXIT_OK, DD_EXIT_FAIL, DD_EXIT_USAGE, and DD_EXIT_FINDINGS
- * for a command asked to fail on what it found (replay --fail-on-findings).
- * Only main() exits.
+ * Exit codes: DD_EXIT_OK, DD_EXIT_FAIL, DD_EXIT_USAGE, DD_EXIT_FINDINGS
+ * for a command asked to fail on what it found (replay --fail-on-findings),
+ * and DD_EXIT_APPLY_FAILED for messages it ran that were not applied
+ * (redrive). Only main() exits.
  */
 #ifndef DD_CMD_H
 #define DD_CMD_H
@@ -22,7 +23,8 @@
 #define DD_EXIT_OK 0
 #define DD_EXIT_FAIL 1
 #define DD_EXIT_USAGE 2
-#define DD_EXIT_FINDINGS 3 /* the command ran, and found what it was asked to fail on */
+#define DD_EXIT_FINDINGS 3     /* the command ran, and found what it was asked to fail on */
+#define DD_EXIT_APPLY_FAILED 4 /* the command ran messages, and some were not applied */
 
 #define DD_CMD_CONFIG 1   /* takes -c FILE, required; the dispatcher loads it */
 #define DD_CMD_ROUTE 2    /* takes --route NAME (help: route_help); the dispatcher finds it */

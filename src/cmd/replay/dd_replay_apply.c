@@ -105,7 +105,8 @@ int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, size_t err
     int rc;
 
     list = dd_lanes_take_done(rp->lanes, wait_ms);
-    rc = dd_replay_apply_record(rp, list, errstr, errstr_size);
+    /* redrive reports each letter through its hook, not from dd_replay_key */
+    rc = rp->rd ? DD_OK : dd_replay_apply_record(rp, list, errstr, errstr_size);
     for (; list; list = next) {
         next = list->next;
         rp->sum.apply[list->outcome == DD_OUT_APPLIED     ? DD_RA_REPAIRED
@@ -115,6 +116,7 @@ int dd_replay_apply_drain(dd_replay_t *rp, int wait_ms, char *errstr, size_t err
             dd_log_msg(DD_LOG_WARN, rd_kafka_topic_name(list->rkm->rkt), list->rkm->partition,
                        list->rkm->offset, list->key, "Not repaired (%s): %s",
                        dd_reason2str(list->reason), list->error);
+        if (rp->hooks) rp->hooks->finished(rp, list, 1);
         rp->pending--;
         dd_item_destroy(list, NULL);
     }
@@ -134,10 +136,32 @@ int dd_replay_apply_push(dd_replay_t *rp, dd_item_t *item, char *errstr, size_t 
     return rc;
 }
 
+/* What the lane never ran, handed back by dd_lanes_stop: freed. */
+static void dd_replay_apply_leftover(dd_replay_t *rp, dd_item_t *leftover)
+{
+    for (dd_item_t *next; leftover; leftover = next) {
+        next = leftover->next;
+        if (rp->hooks) rp->hooks->finished(rp, leftover, 0);
+        rp->pending--;
+        dd_item_destroy(leftover, NULL);
+    }
+}
+
+void dd_replay_apply_abandon(dd_replay_t *rp)
+{
+    dd_item_t *leftover = NULL;
+    char err[512];
+
+    if (!rp->lanes || dd_lanes_stopped(rp->lanes)) return;
+    dd_lanes_stop(rp->lanes, &leftover);
+    (void)dd_replay_apply_drain(rp, 0, err, sizeof(err)); /* outcomes known, if not recorded */
+    dd_replay_apply_leftover(rp, leftover);
+}
+
 /* Lets the lane finish its queue, then joins it. */
 int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_size)
 {
-    dd_item_t *leftover = NULL, *next;
+    dd_item_t *leftover = NULL;
     int rc = DD_OK;
 
     if (!rp->lanes || dd_lanes_stopped(rp->lanes)) return DD_OK;
@@ -147,10 +171,6 @@ int dd_replay_apply_finish(dd_replay_t *rp, char *errstr, size_t errstr_size)
         rc = dd_replay_apply_drain(rp, 100, errstr, errstr_size);
     dd_lanes_stop(rp->lanes, &leftover);
     if (!rc) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size); /* the last transaction */
-    for (; leftover; leftover = next) {
-        next = leftover->next;
-        rp->pending--;
-        dd_item_destroy(leftover, NULL);
-    }
+    dd_replay_apply_leftover(rp, leftover);
     return rc;
 }

@@ -79,7 +79,9 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t a, size_t b, char *errs
     MYSQL_ROW row;
 
     dd_buf_reset(&rp->sql);
-    dd_buf_printf(&rp->sql, "SELECT biz_key, msg_hash FROM dd_replay_key WHERE route = %d AND",
+    dd_buf_printf(&rp->sql,
+                  "SELECT biz_key, msg_hash, kpartition, koffset FROM dd_replay_key WHERE route = "
+                  "%d AND",
                   rp->uk[a].first->route);
     dd_replay_in_list(rp, a, b, DD_REPLAY_IN_ALL);
     if (!(res = dd_replay_query(rp, 0, errstr, errstr_size))) return DD_ERR_FATAL;
@@ -89,6 +91,8 @@ static int dd_replay_lookup_seen(dd_replay_t *rp, size_t a, size_t b, char *errs
         if (k && len[1] == DD_HASH_LEN) {
             k->seen = 1;
             memcpy(k->first_hash, row[1], DD_HASH_LEN);
+            k->first_part = (int32_t)atol(row[2]);
+            k->first_off = atoll(row[3]);
         }
     }
     mysql_free_result(res);
@@ -210,8 +214,8 @@ static int dd_replay_not_consumed(dd_replay_t *rp, const dd_item_t *it)
     return pt && (pt->group_committed < 0 || it->rkm->offset >= pt->group_committed);
 }
 
-static dd_replay_status_t dd_replay_judge(dd_replay_t *rp, const dd_replay_ukey_t *k,
-                                          const char **reason)
+dd_replay_status_t dd_replay_verdict(dd_replay_t *rp, const dd_replay_ukey_t *k,
+                                     const char **reason)
 {
     *reason = NULL;
     if (!k->has_row && k->row_shard >= 0) {
@@ -270,7 +274,7 @@ static int dd_replay_record_keys(dd_replay_t *rp, size_t u, char *errstr, size_t
         char detail[700] = "", there[300], here[300];
         int left; /* --apply leaves it, and says so */
         if (k->seen) continue;
-        st = dd_replay_judge(rp, k, &reason);
+        st = dd_replay_verdict(rp, k, &reason);
         rp->sum.keys++;
         rp->sum.status[st]++;
         dd_buf_puts(&rp->sql, any++ ? ",(" : "(");
@@ -367,6 +371,13 @@ static int dd_replay_record_events(dd_replay_t *rp, char *errstr, size_t errstr_
     return any ? dd_replay_exec(rp, rp->sql.p, rp->sql.len, errstr, errstr_size) : DD_OK;
 }
 
+int dd_replay_to_apply(const dd_replay_t *rp, const dd_replay_ukey_t *k, dd_replay_status_t st)
+{
+    if (!rp->args->apply || k->seen || dd_replay_apply_external(rp, k->first->route)) return 0;
+    return st == DD_RS_MISSING ||
+           (st == DD_RS_FAILED && rp->conf->routes[k->first->route].dedup.retry_failed);
+}
+
 /* Hands the first message of each key that needs repair to the lane (not
  * those of a route in external mode); frees the rest of the batch. */
 static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t errstr_size)
@@ -378,15 +389,15 @@ static int dd_replay_dispatch(dd_replay_t *rp, size_t u, char *errstr, size_t er
         const char *reason;
         dd_replay_status_t st;
         if (k->seen) continue;
-        st = dd_replay_judge(rp, k, &reason);
-        if (dd_replay_apply_external(rp, k->first->route)) continue; /* reported only */
-        if (st == DD_RS_MISSING ||
-            (st == DD_RS_FAILED && rp->conf->routes[k->first->route].dedup.retry_failed)) {
+        st = dd_replay_verdict(rp, k, &reason);
+        if (dd_replay_to_apply(rp, k, st)) { /* (a route in external mode: reported only) */
             rp->batch[k->first->seq] = NULL;
-            if (!rc)
+            if (!rc) {
                 rc = dd_replay_apply_push(rp, k->first, errstr, errstr_size);
-            else
+            } else {
+                if (rp->hooks) rp->hooks->finished(rp, k->first, 0); /* never ran */
                 dd_item_destroy(k->first, NULL);
+            }
         }
     }
     for (size_t i = 0; i < rp->n; i++)
@@ -414,6 +425,8 @@ int dd_replay_flush(dd_replay_t *rp, char *errstr, size_t errstr_size)
     }
     if (!rc && u > 0) rc = dd_replay_record_keys(rp, u, errstr, errstr_size);
     if (!rc) rc = dd_replay_record_events(rp, errstr, errstr_size);
+    if (!rc && rp->hooks) rp->hooks->judged(rp, u);
+    if (rc && rp->hooks) return rc; /* the command keeps the batch (redrive: to read it again) */
     if (rc) {
         u = 0; /* nothing goes to the lane after a failed lookup */
         rp->args->apply = 0;
@@ -518,6 +531,11 @@ int dd_replay_message(dd_replay_t *rp, int route, rd_kafka_message_t *rkm, char 
         return DD_ERR_NOMEM;
     } else {
         item->hashed = 1;
+    }
+    if (rp->hooks && rp->hooks->parsed(rp, item)) {
+        rp->sum.messages--;
+        dd_item_destroy(item, NULL);
+        return DD_OK;
     }
     rp->batch[rp->n++] = item;
     return rp->n == DD_REPLAY_BATCH ? dd_replay_flush(rp, errstr, errstr_size) : DD_OK;

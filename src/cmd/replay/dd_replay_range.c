@@ -365,7 +365,7 @@ int dd_replay_assign(dd_replay_t *rp, char *errstr, size_t errstr_size)
     for (int i = 0; i < rp->part_cnt; i++)
         if (!rp->parts[i].done)
             rd_kafka_topic_partition_list_add(list, rp->parts[i].topic, rp->parts[i].partition)
-                ->offset = rp->parts[i].start;
+                ->offset = rp->parts[i].pos;
     err = rd_kafka_assign(rp->rk, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (err) dd_errstr_set(errstr, errstr_size, "assign: %s", rd_kafka_err2str(err));
@@ -398,6 +398,27 @@ void dd_replay_advance(dd_replay_t *rp, dd_replay_part_t *pt, int64_t next)
         pt->done = 1;
         rp->parts_left--;
     }
+}
+
+int dd_replay_reread(dd_replay_t *rp, const int64_t *to, char *errstr, size_t errstr_size)
+{
+    /* A new consumer, rather than a seek: a seek whose wait times out may
+     * still hand over messages fetched before it, a new client has none. */
+    rd_kafka_consumer_close(rp->rk);
+    rd_kafka_destroy(rp->rk);
+    rp->rk = NULL;
+    rp->parts_left = 0;
+    for (int i = 0; i < rp->part_cnt; i++) {
+        dd_replay_part_t *pt = &rp->parts[i];
+        if (to[i] < pt->pos) {
+            rp->progress -= pt->pos - to[i];
+            pt->pos = to[i];
+        }
+        pt->done = pt->pos >= pt->end;
+        rp->parts_left += !pt->done;
+    }
+    if (dd_replay_kafka_new(rp, errstr, errstr_size)) return DD_ERR_FATAL;
+    return dd_replay_assign(rp, errstr, errstr_size);
 }
 
 /* Applies the TIME bounds to a message in the range. Returns 1 when the

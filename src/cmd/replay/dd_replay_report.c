@@ -57,8 +57,7 @@ static void dd_replay_hex_fputs(FILE *out, const char *s, size_t n)
     }
 }
 
-/* "name":"text", or "name":null,"name_hex":"..." (null alone: no key). */
-static void dd_replay_json_key(FILE *out, const char *name, const char *key, size_t len, int first)
+void dd_replay_json_key(FILE *out, const char *name, const char *key, size_t len, int first)
 {
     fprintf(out, "%s\"%s\":", first ? "" : ",", name);
     if (key && dd_replay_printable(key, len)) {
@@ -106,7 +105,7 @@ static void dd_replay_json_entry(FILE *out, const dd_replay_entry_t *e, int firs
     fputc('}', out);
 }
 
-static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
+void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
 {
     if (v && strcspn(v, ",\"\r\n") < n) {
         fputc('"', out);
@@ -121,8 +120,7 @@ static void dd_replay_csv_field(FILE *out, const char *v, size_t n, int last)
     fputc(last ? '\n' : ',', out);
 }
 
-/* Two columns: the key as text, or (not printable UTF-8) in the _hex one. */
-static void dd_replay_csv_key(FILE *out, const char *key, size_t len)
+void dd_replay_csv_key(FILE *out, const char *key, size_t len)
 {
     if (key && dd_replay_printable(key, len)) {
         dd_replay_csv_field(out, key, len, 0);
@@ -465,14 +463,18 @@ static size_t dd_replay_kvs(const dd_replay_t *rp, dd_replay_kv_t *kv)
         kv[n++] = (dd_replay_kv_t){"apply_failed", s->apply[DD_RA_FAILED], 0};
     }
     if (rp->args->orphans) kv[n++] = (dd_replay_kv_t){"orphans", s->orphans, 0};
-    if (rp->rd) {
-        kv[n++] = (dd_replay_kv_t){"filtered", s->filtered, 0};
-        kv[n++] = (dd_replay_kv_t){"unredrivable", s->unredrivable, 0};
-    }
     return n;
 }
 
 #define DD_REPLAY_KV_MAX 24
+
+void dd_replay_json_range(FILE *out, const dd_replay_part_t *pt, int first)
+{
+    fputs(first ? "\n    {\"topic\":" : ",\n    {\"topic\":", out);
+    dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
+    fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld", (int)pt->partition,
+            (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+}
 
 /* "summary": {...}, "ranges": [...] (without the braces around them): the
  * head of the JSON report, and the whole of --summary FILE. */
@@ -489,16 +491,21 @@ static void dd_replay_write_summary(dd_replay_t *rp, FILE *out, int complete)
             (unsigned long long)dd_replay_findings(rp));
     for (int i = 0; i < rp->part_cnt; i++) {
         const dd_replay_part_t *pt = &rp->parts[i];
-        fputs(i ? ",\n    {\"topic\":" : "\n    {\"topic\":", out);
-        dd_text_json_fputs(out, pt->topic, strlen(pt->topic), 0);
-        fprintf(out, ",\"partition\":%d,\"from\":%lld,\"to\":%lld,\"read_to\":%lld",
-                (int)pt->partition, (long long)pt->start, (long long)pt->end, (long long)pt->pos);
+        dd_replay_json_range(out, pt, i == 0);
         if (pt->group_committed >= 0)
             fprintf(out, ",\"group_committed\":%lld}", (long long)pt->group_committed);
         else
             fputs(",\"group_committed\":null}", out);
     }
     fputs("\n  ]", out);
+}
+
+void dd_replay_csv_head(const dd_replay_t *rp, FILE *out, const char *columns)
+{
+    /* with routes, each entry's route in a column of its own, after the
+     * others; with shards, its shard after that, the last */
+    fprintf(out, "%s%s%s\n", columns, rp->conf->has_routes ? ",route" : "",
+            rp->conf->shard_cnt > 1 ? ",shard" : "");
 }
 
 /* The report: JSON (summary, ranges, entries, orphans) or CSV (a header
@@ -510,10 +517,7 @@ static int dd_replay_write(dd_replay_t *rp, FILE *out, int complete, char *errst
     int rc;
 
     if (rp->args->csv) {
-        /* with routes, each entry's route in a column of its own, after
-         * the others; with shards, its shard after that, the last */
-        fprintf(out, "%s%s%s\n", DD_REPLAY_CSV_COLUMNS, rp->conf->has_routes ? ",route" : "",
-                rp->conf->shard_cnt > 1 ? ",shard" : "");
+        dd_replay_csv_head(rp, out, DD_REPLAY_CSV_COLUMNS);
     } else {
         fputs("{\n", out);
         dd_replay_write_summary(rp, out, complete);
@@ -594,7 +598,7 @@ void dd_replay_print_summary(dd_replay_t *rp, int complete)
     size_t n = dd_replay_kvs(rp, kv);
     double secs = (double)(dd_now_ms() - rp->progress_line.t0_ms) / 1000.0;
 
-    fprintf(stderr, "dedupd %s (%s%s): %d partition(s) in %.1f s\n", rp->rd ? "redrive" : "replay",
+    fprintf(stderr, "dedupd replay (%s%s): %d partition(s) in %.1f s\n",
             rp->args->apply ? "apply" : "report only", complete ? "" : ", INTERRUPTED",
             rp->part_cnt, secs);
     for (size_t i = 0; i < n; i++) {

@@ -2,8 +2,9 @@
  * The run of `dedupd replay`, shared by `dedupd redrive` (built on it, see
  * dd_replay_redrive.c): set up, consume the range, free. A command built
  * on the run plugs in through rp->hooks: where each partition starts, what
- * becomes of each message of the range, and what is done after each poll;
- * replay itself has none.
+ * becomes of each message of the range, of each message parsed, judged
+ * and back from the lane; replay itself has none. Redrive reads the range
+ * with a loop of its own (dd_replay_drive.c).
  */
 #include "dd_replay_int.h"
 
@@ -16,8 +17,7 @@
 #include "dd_log.h"
 #include "dd_migrate.h"
 
-static int dd_replay_take(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr,
-                          size_t errstr_size)
+int dd_replay_take(dd_replay_t *rp, rd_kafka_message_t *rkm, char *errstr, size_t errstr_size)
 {
     dd_replay_part_t *pt =
         rkm->rkt ? dd_replay_part_find(rp, rd_kafka_topic_name(rkm->rkt), rkm->partition) : NULL;
@@ -49,7 +49,6 @@ int dd_replay_consume(dd_replay_t *rp, char *errstr, size_t errstr_size)
         rd_kafka_message_t *rkm = rd_kafka_consumer_poll(rp->rk, 100);
         if (rkm) rc = dd_replay_take(rp, rkm, errstr, errstr_size);
         if (!rc && rp->lanes) rc = dd_replay_apply_drain(rp, 0, errstr, errstr_size);
-        if (!rc && rp->hooks) rc = rp->hooks->tick(rp, 0, errstr, errstr_size);
         dd_progress_show(&rp->progress_line, rp->progress, rp->total);
     }
     if (!rc) rc = dd_replay_flush(rp, errstr, errstr_size);

@@ -80,3 +80,23 @@ void dd_replay_put_text(dd_replay_t *rp, const char *s)
     else
         dd_buf_puts(&rp->sql, "NULL");
 }
+
+int dd_replay_db_retriable(dd_replay_t *rp)
+{
+    for (int s = 0; s < rp->conf->shard_cnt; s++) {
+        MYSQL *mysql = rp->sdb[s] ? dd_db_mysql(rp->sdb[s]) : NULL;
+        if (rp->sdb[s] && !mysql) return 1; /* a reconnect failed: not connected */
+        if (mysql && dd_db_classify(mysql_errno(mysql)) == DD_ERR_RETRIABLE) return 1;
+    }
+    return 0;
+}
+
+int dd_replay_reconnect(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    int rc = DD_OK;
+
+    for (int s = 0; !rc && s < rp->conf->shard_cnt; s++)
+        rc = dd_db_reconnect(rp->sdb[s], errstr, errstr_size);
+    if (!rc) rc = dd_replay_temp_tables(rp, errstr, errstr_size);
+    return rc;
+}

@@ -5,9 +5,12 @@
 # dead letter is produced by hand for a key without a row. --dry-run
 # changes nothing and commits nothing; the filters pick letters;
 # dedup.retry_failed = false leaves failed keys alone, --retry-failed runs
-# them; a conflict stays a conflict, a key since applied is a duplicate,
-# nothing is applied twice and nothing is dead-lettered again; the group's
-# progress makes a second redrive read nothing.
+# them (exit 4: the reject is rejected again); a conflict stays a conflict,
+# a key since applied is a duplicate, nothing is applied twice and nothing
+# is dead-lettered again; the letters the dead-letter producer wrote pass
+# redrive's checks; a filtered redrive leaves its group at the first letter
+# it left out, the plain one after it reads from there, and the group's
+# progress makes the next one read nothing.
 source "$(dirname "$0")/../lib.sh"
 tb_init redrive
 tb_mock events:1
@@ -47,47 +50,56 @@ redrive() {
 before=$(state)
 redrive dry --dry-run || tb_die "redrive --dry-run failed (see dry.log)"
 r="$TB_DIR/dry.json"
-tb_eq "dry run: 14 letters read" 14 "$(rj "$r" 'r["summary"]["messages"]')"
-tb_eq "dry run: s0 missing" 1 "$(rj "$r" 'r["summary"]["missing"]')"
-tb_eq "dry run: ten g keys and rj failed" 11 "$(rj "$r" 'r["summary"]["failed"]')"
-tb_eq "dry run: c1 a conflict" 1 "$(rj "$r" 'r["summary"]["conflict"]')"
-tb_eq "dry run: one bad letter" 1 "$(rj "$r" 'r["summary"]["bad"]')"
-tb_eq "dry run: mode report" report "$(rj "$r" 'r["summary"]["mode"]')"
+# 14 letters: s0 to apply, the g keys and rj left (retry_failed = false), c1
+# a conflict, one bad, none refused (dedupd wrote them)
+tb_eq "dry run: what became of each letter" "14 1 11 1 1 0 dry_run" \
+  "$(rj "$r" '" ".join(str(r["summary"][k]) for k in ("letters", "to_apply", "left", "conflict", "bad", "refused", "mode"))')"
 tb_eq "dry run changes nothing" "$before" "$(state)"
 tb_eq "dry run commits nothing" "" "$(tb_committed tg.redrive "$DLQ" | awk '$2 >= 0')"
 
 redrive keys --dry-run --key 'ev:g[0-4]' || tb_die "redrive --key failed"
 tb_eq "--key: five letters, the rest filtered" "5 9" \
-  "$(rj "$TB_DIR/keys.json" 'str(r["summary"]["messages"]) + " " + str(r["summary"]["filtered"])')"
+  "$(rj "$TB_DIR/keys.json" 'str(r["summary"]["letters"] - r["summary"]["filtered"]) + " " + str(r["summary"]["filtered"])')"
 redrive offs --dry-run --source-offsets 0-3 --reason conflict,rejected || tb_die "redrive --source-offsets failed"
-tb_eq "--source-offsets and --reason: rj and c1" "ev:c1 conflict
-ev:rj failed" "$(rj "$TB_DIR/offs.json" '"\n".join(sorted(e["key"] + " " + e["status"] for e in r["entries"]))')"
+tb_eq "--source-offsets and --reason: rj and c1" "ev:c1 conflict hash_differs
+ev:rj left rejected" "$(rj "$TB_DIR/offs.json" '"\n".join(sorted(e["key"] + " " + e["outcome"] + " " + e["reason"] for e in r["entries"] if e["outcome"] != "filtered"))')"
 redrive future --dry-run --since 2999-01-01T00:00:00Z || tb_die "redrive --since failed"
-tb_eq "--since the future: everything filtered" "0 14" \
-  "$(rj "$TB_DIR/future.json" 'str(r["summary"]["messages"]) + " " + str(r["summary"]["filtered"])')"
+tb_eq "--since the future: everything filtered" "14 14" \
+  "$(rj "$TB_DIR/future.json" 'str(r["summary"]["letters"]) + " " + str(r["summary"]["filtered"])')"
 
 # retry_failed = false: the failed g keys are left, s0 (no row) applied.
 redrive one --reason retries_exhausted || tb_die "redrive failed (see one.log)"
 r="$TB_DIR/one.json"
-tb_eq "redrive: s0 repaired" 1 "$(rj "$r" 'r["summary"]["repaired"]')"
+tb_eq "redrive: s0 applied" 1 "$(rj "$r" 'r["summary"]["applied"]')"
 tb_eq "redrive: the failed keys are left (retry_failed = false)" \
   "0 0" "$(tb_sql "SELECT COUNT(*), COALESCE(SUM(status = 1), 0) FROM th_effect e JOIN dedup_record d USING (biz_key) WHERE biz_key LIKE 'ev:g%'" | tr '\t' ' ')"
 tb_eq "s0 applied once" "ev:s0 1" "$(tb_sql "SELECT biz_key, n FROM th_effect WHERE biz_key = 'ev:s0'" | tr '\t' ' ')"
-tb_assert_committed_at_end tg.redrive "$DLQ"
+# each partition's commit: its first letter left out by --reason, else its end
+held=$(rj "$r" '"\n".join("%d %d" % (g["partition"], min([e["offset"] for e in r["entries"] if e["partition"] == g["partition"] and e["outcome"] == "filtered"] or [g["read_to"]])) for g in r["ranges"])')
+tb_eq "--reason: the group stays at the first letter left out" "$held" \
+  "$(tb_committed tg.redrive "$DLQ")"
+tb_check "some letters were left out ($held)" grep -q filtered "$r"
 
 redrive again || tb_die "second redrive failed"
-tb_eq "the group's progress: a second redrive reads nothing" 0 \
-  "$(rj "$TB_DIR/again.json" 'r["summary"]["messages"]')"
+tb_eq "the plain redrive after it reads every letter from there" \
+  "$(rj "$r" 'sum(g["read_to"] for g in r["ranges"])')" \
+  "$(rj "$TB_DIR/again.json" 'r["summary"]["letters"] + sum(g["from"] for g in r["ranges"])')"
+tb_assert_committed_at_end tg.redrive "$DLQ"
+redrive again2 || tb_die "third redrive failed"
+tb_eq "the group's progress: the next redrive reads nothing" 0 \
+  "$(rj "$TB_DIR/again2.json" 'r["summary"]["letters"]')"
 
 # --retry-failed from the start: the g keys are applied, s0 is a duplicate,
 # rj rejected again, c1 stays a conflict, the bad letter stays bad.
 c1_before=$(tb_sql "SELECT HEX(request_hash), status FROM dedup_record WHERE biz_key = 'ev:c1'")
-redrive all --from earliest --retry-failed || tb_die "redrive --retry-failed failed (see all.log)"
+rc=0
+redrive all --from earliest --retry-failed || rc=$?
+tb_eq "--retry-failed exits 4: rj was rejected again" 4 "$rc"
 r="$TB_DIR/all.json"
-tb_eq "--retry-failed: ten g keys repaired, rj tried and failed again" "10 1" \
-  "$(rj "$r" 'str(r["summary"]["repaired"]) + " " + str(r["summary"]["apply_failed"])')"
+tb_eq "--retry-failed: ten g keys applied, rj tried and failed again" "10 1" \
+  "$(rj "$r" 'str(r["summary"]["applied"]) + " " + str(r["summary"]["apply_failed"])')"
 tb_eq "--retry-failed: s0 applied already (a duplicate), the only key applied before" "1 0" \
-  "$(rj "$r" 'str(r["summary"]["applied"]) + " " + str(r["summary"]["missing"])')"
+  "$(rj "$r" 'str(r["summary"]["duplicate"]) + " " + str(r["summary"]["to_apply"])')"
 tb_eq "every effect once, rj none" "ev:c1 1
 ev:g0 1
 ev:g1 1
