@@ -60,6 +60,14 @@ static const struct {
      "UPDATE `%s` SET next_offset = ?, updated_at = NOW(6) WHERE group_id = ? AND topic = ?"
      " AND kpartition = ?",
      NULL},
+    {DD_GRANTS_SCHEMAFP_READ, "SELECT", 0,
+     "read the fingerprints of the Avro writer schemas the keys were decoded with",
+     "SELECT fingerprint FROM %s WHERE schema_id = ...",
+     "SELECT schema_id, fingerprint, recorded_at FROM `%s` WHERE schema_id = ?", NULL},
+    {DD_GRANTS_SCHEMAFP_RECORD, "INSERT", 0,
+     "record the fingerprint of each Avro writer schema the keys are decoded with",
+     "INSERT IGNORE INTO %s (schema_id, fingerprint) VALUES ...",
+     "INSERT IGNORE INTO `%s` (schema_id, fingerprint) VALUES (?, ?)", NULL},
     {DD_GRANTS_TEMP, "CREATE TEMPORARY TABLES", 1, "hold the replay's working set",
      "CREATE TEMPORARY TABLE dd_replay_key (...)",
      "CREATE TEMPORARY TABLE dd_grants_probe (biz_key VARBINARY(255) NOT NULL PRIMARY KEY)"

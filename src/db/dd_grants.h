@@ -25,6 +25,10 @@
 /* The consumer's positions (table dedupd_position, given as `table`):
  * read and written by run. */
 #define DD_GRANTS_POSITION 0x20
+/* The Avro writer schemas' fingerprints (table dedupd_avro_schema, given
+ * as `table`): read by run and replay, recorded by run and replay --apply. */
+#define DD_GRANTS_SCHEMAFP_READ 0x40
+#define DD_GRANTS_SCHEMAFP_RECORD 0x80
 
 /* The needs of `dedupd run` (and `check`) with conf: claims, the purge
  * unless purge.interval is 0, the outbox with outbox.enabled. */
