@@ -20,6 +20,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON `payments`.`dedup_record` TO 'dedupd'@'%
 GRANT SELECT ON `payments`.`dedupd_schema` TO 'dedupd'@'%';
 GRANT SELECT ON `payments`.`dedupd_shard_layout` TO 'dedupd'@'%';
 GRANT SELECT, INSERT, UPDATE ON `payments`.`dedupd_position` TO 'dedupd'@'%';
+GRANT SELECT, INSERT ON `payments`.`dedupd_avro_schema` TO 'dedupd'@'%';
 GRANT CREATE TEMPORARY TABLES ON `payments`.* TO 'dedupd'@'%';
 
 -- [outbox] with outbox.enabled: handlers' events (host->emit) and the

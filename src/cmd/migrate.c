@@ -16,6 +16,7 @@
 #include "dd_migrate.h"
 #include "dd_outbox.h"
 #include "dd_position.h"
+#include "dd_schemafp.h"
 #include "dd_migrate_lock.h"
 #include "dd_routes.h"
 
@@ -80,6 +81,7 @@ static int dd_migrate_cmd_shard(const dd_conf_t *conf, dd_handler_t *const *hs, 
     if (!rc) rc = dd_migrate_cmd_lock(db, 1, err, sizeof(err));
     if (!rc) rc = dd_migrate_cmd_layout(conf, dd_db_mysql(db), who, s, relayout, err, sizeof(err));
     if (!rc) rc = dd_position_migrate(dd_db_mysql(db), err, sizeof(err));
+    if (!rc) rc = dd_schemafp_migrate(dd_db_mysql(db), err, sizeof(err));
     /* Every route's dedup table first, then every route's handler: each
      * instance its own migrate(), so a handler two routes use runs it
      * twice (a migrate is written to be run again). */

@@ -21,6 +21,7 @@
 #include "dd_db.h"
 #include "dd_grants.h"
 #include "dd_position.h"
+#include "dd_schemafp.h"
 #include "dd_handler.h"
 #include "dd_http.h"
 #include "dd_log.h"
@@ -186,6 +187,7 @@ static int dd_run_check_table(const dd_conf_t *conf, dd_handler_t *const *hs, in
         dd_run_read_window(conf, dd_db_mysql(db), s, w);
     if (!rc) rc = dd_position_check(db, conf, &positions, errstr, errstr_size);
     w->positions += positions;
+    if (!rc && dd_conf_reads_avro(conf)) rc = dd_schemafp_check(db, conf, 1, errstr, errstr_size);
 
     for (int r = 0; !rc && r < conf->route_cnt; r++) {
         const char *table = conf->routes[r].dedup.table;

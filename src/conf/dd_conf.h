@@ -83,6 +83,7 @@ typedef struct {
         char *cert;
         char *key;
     } tls;
+    int cleartext_auth; /* user and password may go over an http:// URL */
     int timeout_ms;
 } dd_conf_registry_t;
 
@@ -247,6 +248,8 @@ int dd_conf_dlq_route(const dd_conf_t *conf, const char *topic);
 int dd_conf_route_find(const dd_conf_t *conf, const char *topic, int *other);
 /* The index of the route named name, or -1. */
 int dd_conf_route_named(const dd_conf_t *conf, const char *name);
+/* 1 when a route of conf reads Avro (dedup.format = "avro"). */
+int dd_conf_reads_avro(const dd_conf_t *conf);
 /* 1 when the route's topic i is a pattern ("^..."). */
 int dd_conf_topic_is_pattern(const char *topic);
 

@@ -6,7 +6,10 @@
  * registry, so its absence is a load error, not a dead letter per message.
  * Credentials never appear in a URL, where logs, metrics and error texts
  * would carry them; the password comes from the file, the environment or a
- * file, as the database's does, and never reaches a message.
+ * file, as the database's does, and never reaches a message. Nor do they
+ * go to an http:// URL, in clear text on the network, unless the
+ * configuration says so (schema_registry.cleartext_auth), as the database
+ * goes without TLS only when mysql.tls.mode says disabled.
  */
 #include "dd_conf_int.h"
 
@@ -30,6 +33,13 @@ const char *dd_conf_format_name(int format)
     return format >= 0 && format < (int)DD_ARRAY_LEN(dd_conf_format_names)
                ? dd_conf_format_names[format]
                : "unknown";
+}
+
+int dd_conf_reads_avro(const dd_conf_t *conf)
+{
+    for (int r = 0; r < conf->route_cnt; r++)
+        if (conf->routes[r].dedup.format == DD_FORMAT_AVRO) return 1;
+    return 0;
 }
 
 int dd_conf_check_format(dd_conf_ctx_t *ctx, int idx)
@@ -127,6 +137,11 @@ int dd_conf_check_registry(dd_conf_ctx_t *ctx, int idx)
     (void)idx;
     if (!sr->url) return 0;
     if ((err = dd_conf_registry_url(ctx)) || (err = dd_conf_registry_password(ctx))) return err;
+    if (sr->user && strncasecmp(sr->url, "http://", 7) == 0 && !sr->cleartext_auth)
+        return dd_conf_fail(ctx, dd_conf_item_idx("schema_registry.user"), NULL,
+                            "user and password would cross the network in clear text to an "
+                            "http:// URL: use https://, or set schema_registry.cleartext_auth "
+                            "= true to say the network is trusted");
     if (!sr->tls.cert != !sr->tls.key)
         return dd_conf_fail(ctx, dd_conf_item_idx("schema_registry.tls.cert"), NULL,
                             "schema_registry.tls.cert and tls.key go together");

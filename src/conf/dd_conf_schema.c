@@ -103,13 +103,22 @@ const dd_conf_item_t dd_conf_items[] = {
     {.path = "schema_registry.tls.key", .type = DD_CT_STRING, DD_AT(schema_registry.tls.key),
      .desc = "Private key (PEM, not encrypted) of schema_registry.tls.cert. Relative to the "
              "config file's directory."},
+    {.path = "schema_registry.cleartext_auth", .type = DD_CT_BOOL, .def = "false",
+     DD_AT(schema_registry.cleartext_auth),
+     .desc = "Lets user and password go to an http:// URL, where they cross the network in "
+             "clear text (basic authentication's base64 is no encryption). false: a user with "
+             "an http:// URL is refused when the file is loaded; use https://, or say true "
+             "for a registry reached only over a network you trust."},
     {.path = "schema_registry.timeout", .type = DD_CT_DURATION, .def = "5s", .min = 100,
      .max = DD_MS_MIN, .unit_ms = 1, DD_AT(schema_registry.timeout_ms),
      .check = dd_conf_check_registry,
-     .desc = "How long one request to the registry may take. A registry that does not answer "
-             "in time, or answers with an error, is waited for: the message and the later ones "
-             "of its partition wait and are tried again with the retry backoff, no offset "
-             "passes them, and /readyz says why (docs/OPERATIONS.md)."},
+     .desc = "How long the fetch of one schema, with the schemas it references, may take, "
+             "however slowly the answer comes. A registry that does not answer in time, "
+             "answers with an error or with something that is not a registry's answer, is "
+             "waited for: the messages that need the schema, and the later ones of their "
+             "partitions, wait and the schema is fetched again with the retry backoff, no "
+             "offset passes them, and /readyz says why (docs/OPERATIONS.md). The fetch runs "
+             "on a thread of its own: other messages go on meanwhile."},
 
     DD_GROUP("mysql", "MySQL/MariaDB database holding the dedup table and the business tables."),
     {.path = "mysql.host", .type = DD_CT_STRING, .def = "127.0.0.1", DD_SAT("host", host),

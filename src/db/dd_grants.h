@@ -27,6 +27,10 @@
 #define DD_GRANTS_OUTBOX 0x10   /* dedupd_outbox: emit, relay (outbox.enabled) */
 #define DD_GRANTS_POSITION 0x20 /* dedupd_position: run (dd_position_check) */
 #define DD_GRANTS_TABLES 0x40   /* dedupd_schema, dedupd_shard_layout: run, check */
+/* dedupd_avro_schema, the Avro writer schemas' fingerprints: read by run
+ * and replay, recorded by run and replay --apply */
+#define DD_GRANTS_SCHEMAFP_READ 0x80
+#define DD_GRANTS_SCHEMAFP_RECORD 0x100
 
 /* The needs of `dedupd run` (and `check`) with conf: claims, dedupd's
  * tables, the purge unless purge.interval is 0, the outbox with

@@ -346,6 +346,19 @@ static int dd_avro_branch(dd_avro_dec_t *d, const dd_avro_node_t *node, int64_t 
     return 0;
 }
 
+/* A union's value: as it is, or {"branch name": value} when the union is
+ * tagged (null is null either way). */
+static int dd_avro_union(dd_avro_dec_t *d, const dd_avro_node_t *node, const dd_avro_node_t *branch)
+{
+    if (!node->tagged || branch->type == DD_AVRO_NULL) return dd_avro_value(d, branch);
+    dd_avro_puts(d, "{\"");
+    dd_avro_puts(d, dd_avro_branch_name(branch));
+    dd_avro_puts(d, "\":");
+    if (dd_avro_value(d, branch)) return -1;
+    dd_canon_putc(&d->w, '}');
+    return 0;
+}
+
 static int dd_avro_nested(dd_avro_dec_t *d, const dd_avro_node_t *node)
 {
     int64_t idx;
@@ -359,7 +372,7 @@ static int dd_avro_nested(dd_avro_dec_t *d, const dd_avro_node_t *node)
         rc = dd_avro_record(d, node);
         break;
     case DD_AVRO_UNION:
-        rc = dd_avro_branch(d, node, &idx) ? -1 : dd_avro_value(d, node->branches[idx]);
+        rc = dd_avro_branch(d, node, &idx) ? -1 : dd_avro_union(d, node, node->branches[idx]);
         break;
     default:
         rc = dd_avro_blocks(d, node);

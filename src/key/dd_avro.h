@@ -32,6 +32,14 @@
 #define DD_AVRO_MAX_SCALE 1000
 #define DD_AVRO_MAX_DECIMAL_BYTES 128
 
+/* Most types (every mention of a primitive counts) in one writer schema
+ * and its references: a bound on the memory of a hostile schema, far above
+ * real ones. The parse is O(n log n) in the schema's size. */
+#define DD_AVRO_MAX_NODES 500000
+
+/* Bytes of a schema's fingerprint: SHA-256. */
+#define DD_AVRO_FINGERPRINT_LEN 32
+
 typedef struct dd_avro_schema_s dd_avro_schema_t;
 
 /* Splits a payload in the Confluent wire format into its schema id and the
@@ -40,11 +48,36 @@ typedef struct dd_avro_schema_s dd_avro_schema_t;
 int dd_avro_frame(const void *payload, size_t len, uint32_t *id, const unsigned char **body,
                   size_t *body_len, char *errstr, size_t errstr_size);
 
-/* Parses a writer schema (the JSON text the registry holds). Returns 0,
- * DD_ERR_PERMANENT with errstr saying what is wrong, or DD_ERR_NOMEM. */
+/* Parses a writer schema (the JSON text the registry holds). The text
+ * must be strict JSON (dd_json.h: no member twice in an object, which two
+ * Avro libraries could read two ways). Returns 0, DD_ERR_PERMANENT with
+ * errstr saying what is wrong, or DD_ERR_NOMEM. */
 int dd_avro_schema_new(dd_avro_schema_t **schemap, const char *json, size_t len, char *errstr,
                        size_t errstr_size);
+
+/* A schema the writer schema refers to (a Confluent schema reference): its
+ * JSON text, and what it is for messages ("subject money-value version
+ * 1"). */
+typedef struct {
+    const char *json;
+    size_t len;
+    const char *what;
+} dd_avro_text_t;
+
+/* dd_avro_schema_new for a writer schema that uses named types of others:
+ * refs[0..ref_cnt) are parsed first, in order (each one's own references
+ * before it), their named types known to the ones after them; the writer
+ * schema is json. A failure in a reference names it. */
+int dd_avro_schema_new_refs(dd_avro_schema_t **schemap, const dd_avro_text_t *refs, size_t ref_cnt,
+                            const char *json, size_t len, char *errstr, size_t errstr_size);
 void dd_avro_schema_destroy(dd_avro_schema_t *schema);
+
+/* The schema's fingerprint: SHA-256 of its Parsing Canonical Form (the
+ * Avro specification's), in which a decimal also keeps "logicalType" and
+ * "scale", since the decoding reads them. Two writer schemas with one
+ * fingerprint decode every record into the same JSON text; a schema
+ * without decimals has the fingerprint Avro's libraries compute. */
+const unsigned char *dd_avro_schema_fingerprint(const dd_avro_schema_t *schema);
 
 /* Decodes body (one datum of schema, nothing after it) into JSON text:
  * *textp is malloc'd, NUL-terminated, *text_len bytes before the NUL.

@@ -1,6 +1,7 @@
 /*
  * Inside the Avro module (see dd_avro.h), shared by its files only:
  *   dd_avro_schema.c  writer schemas: JSON text -> a tree of nodes
+ *   dd_avro_pcf.c     a tree's canonical form and fingerprint
  *   dd_avro.c         the wire format's header, and records -> JSON text
  */
 #ifndef DD_AVRO_INT_H
@@ -53,12 +54,23 @@ struct dd_avro_node_s {
     dd_avro_node_t **branches;  /* union */
     dd_avro_node_t *items;      /* array: the items'; map: the values' */
     size_t min_size;            /* fewest bytes a datum of this type takes */
+    int tagged;                 /* union: a value is written {"branch name": value} */
+    int written;                /* named: defined already in the canonical form being made */
     dd_avro_node_t *next_alloc; /* every node of the schema, for destroy */
 };
 
 struct dd_avro_schema_s {
     dd_avro_node_t *root;
     dd_avro_node_t *nodes; /* linked by next_alloc */
+    unsigned char fingerprint[DD_AVRO_FINGERPRINT_LEN];
 };
+
+/* The name a tagged union writes a branch's value under: a primitive's,
+ * "array", "map", or a named type's full name (dd_avro_pcf.c). */
+const char *dd_avro_branch_name(const dd_avro_node_t *node);
+
+/* The schema's fingerprint (dd_avro.h), into schema->fingerprint. Returns
+ * 0 or DD_ERR_NOMEM. */
+int dd_avro_pcf_fingerprint(dd_avro_schema_t *schema);
 
 #endif /* DD_AVRO_INT_H */

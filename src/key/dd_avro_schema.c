@@ -7,10 +7,18 @@
  * defaults, aliases and docs matter for reader schemas only. What the Avro
  * specification calls an invalid schema is refused, so a record is never
  * read two ways; an invalid decimal annotation is ignored, as the
- * specification asks.
+ * specification asks. The text must be strict JSON (dd_json.h): a member
+ * twice in one object ("scale": 2, "scale": 0) is read as the first by one
+ * library and as the last by another, so it is refused.
+ *
+ * The schema comes from a registry dedupd does not control, so its cost is
+ * bounded: at most DD_AVRO_MAX_NODES types, and no step quadratic in the
+ * size (named types in a balanced tree, duplicate fields, symbols and
+ * branches found by sorting).
  */
 #include "dd_avro_int.h"
 
+#include <search.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +27,15 @@
 #include <cjson/cJSON.h>
 
 #include "dd_common.h"
+#include "dd_json.h"
 
 typedef struct {
     dd_avro_schema_t *schema;
     char *errstr;
     size_t errstr_size;
     int nomem;
+    void *names;  /* tsearch tree of the named types, by full name */
+    size_t nodes; /* allocated so far */
 } dd_avro_sctx_t;
 
 static const char *const dd_avro_prim_names[] = {"null",  "boolean", "int",   "long",
@@ -50,9 +61,13 @@ static int dd_avro_nomem(dd_avro_sctx_t *ctx)
 
 static dd_avro_node_t *dd_avro_node_new(dd_avro_sctx_t *ctx, dd_avro_type_t type)
 {
-    dd_avro_node_t *node = calloc(1, sizeof(*node));
+    dd_avro_node_t *node;
 
-    if (!node) {
+    if (++ctx->nodes > DD_AVRO_MAX_NODES) {
+        dd_avro_fail(ctx, "more than %d types in the schema", DD_AVRO_MAX_NODES);
+        return NULL;
+    }
+    if (!(node = calloc(1, sizeof(*node)))) {
         dd_avro_nomem(ctx);
         return NULL;
     }
@@ -89,11 +104,22 @@ static int dd_avro_prim_type(const char *name)
     return -1;
 }
 
+static int dd_avro_named_cmp(const void *a, const void *b)
+{
+    return strcmp(((const dd_avro_node_t *)a)->fullname, ((const dd_avro_node_t *)b)->fullname);
+}
+
 static dd_avro_node_t *dd_avro_named_find(dd_avro_sctx_t *ctx, const char *fullname)
 {
-    for (dd_avro_node_t *n = ctx->schema->nodes; n; n = n->next_alloc)
-        if (n->fullname && strcmp(n->fullname, fullname) == 0) return n;
-    return NULL;
+    dd_avro_node_t key = {.fullname = (char *)fullname};
+    void *found = tfind(&key, &ctx->names, dd_avro_named_cmp);
+
+    return found ? *(dd_avro_node_t **)found : NULL;
+}
+
+static void dd_avro_named_keep(void *node)
+{
+    (void)node; /* the nodes belong to the schema */
 }
 
 /* "ns.name" (or name alone when it has a dot or ns is empty), malloc'd. */
@@ -134,6 +160,7 @@ static int dd_avro_name_set(dd_avro_sctx_t *ctx, dd_avro_node_t *node, const cJS
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
     const cJSON *space = cJSON_GetObjectItemCaseSensitive(j, "namespace");
+    void *found;
     char *dot;
 
     if (!cJSON_IsString(name) || !dd_avro_name_ok(name->valuestring, 1))
@@ -145,15 +172,66 @@ static int dd_avro_name_set(dd_avro_sctx_t *ctx, dd_avro_node_t *node, const cJS
         *ns = space->valuestring;
     }
     if (!(node->fullname = dd_avro_fullname(*ns, name->valuestring))) return dd_avro_nomem(ctx);
-    for (dd_avro_node_t *n = node->next_alloc; n; n = n->next_alloc)
-        if (n->fullname && strcmp(n->fullname, node->fullname) == 0)
-            return dd_avro_fail(ctx, "type \"%.200s\" defined twice", node->fullname);
+    if (!(found = tsearch(node, &ctx->names, dd_avro_named_cmp))) return dd_avro_nomem(ctx);
+    if (*(dd_avro_node_t **)found != node)
+        return dd_avro_fail(ctx, "type \"%.200s\" defined twice", node->fullname);
     /* Names inside take the namespace of the full name. */
     dot = strrchr(node->fullname, '.');
     if (!(node->space = strndup(node->fullname, dot ? (size_t)(dot - node->fullname) : 0)))
         return dd_avro_nomem(ctx);
     *ns = node->space;
     return 0;
+}
+
+static int dd_avro_field_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const dd_avro_field_t *const *)a)->name,
+                  (*(const dd_avro_field_t *const *)b)->name);
+}
+
+static int dd_avro_symbol_cmp(const void *a, const void *b)
+{
+    return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+}
+
+/* Two branches of one type (of one name, for named types). */
+static int dd_avro_branch_cmp(const void *a, const void *b)
+{
+    const dd_avro_node_t *x = **(const dd_avro_node_t *const *const *)a;
+    const dd_avro_node_t *y = **(const dd_avro_node_t *const *const *)b;
+
+    if (x->type != y->type) return x->type < y->type ? -1 : 1;
+    return strcmp(x->fullname ? x->fullname : "", y->fullname ? y->fullname : "");
+}
+
+/* The first name of what (a field, a symbol, a branch: cnt elements of
+ * size bytes at elems) that is there twice, found by sorting pointers to
+ * the elements. */
+static int dd_avro_unique(dd_avro_sctx_t *ctx, void *elems, size_t cnt, size_t size,
+                          int (*cmp)(const void *, const void *), const char *what, const char *in)
+{
+    const void **sorted;
+    int rc = 0;
+
+    if (cnt < 2) return 0;
+    if (!(sorted = malloc(cnt * sizeof(*sorted)))) return dd_avro_nomem(ctx);
+    for (size_t i = 0; i < cnt; i++)
+        sorted[i] = (const char *)elems + i * size;
+    qsort(sorted, cnt, sizeof(*sorted), cmp);
+    for (size_t i = 1; !rc && i < cnt; i++) {
+        const void *dup = sorted[i];
+        if (cmp(&sorted[i - 1], &dup) != 0) continue;
+        if (strcmp(what, "branch") == 0)
+            rc = dd_avro_fail(ctx, "a union with two branches of type %s",
+                              dd_avro_branch_name(*(const dd_avro_node_t *const *)dup));
+        else
+            rc = dd_avro_fail(ctx, "%s \"%.200s\" twice in one %s", what,
+                              strcmp(what, "field") == 0 ? ((const dd_avro_field_t *)dup)->name
+                                                         : *(const char *const *)dup,
+                              in);
+    }
+    free(sorted);
+    return rc;
 }
 
 static int dd_avro_parse_fields(dd_avro_sctx_t *ctx, dd_avro_node_t *node, const cJSON *j,
@@ -173,16 +251,14 @@ static int dd_avro_parse_fields(dd_avro_sctx_t *ctx, dd_avro_node_t *node, const
         dd_avro_field_t *fd = &node->fields[i];
         if (!cJSON_IsString(name) || !dd_avro_name_ok(name->valuestring, 0))
             return dd_avro_fail(ctx, "a field of \"%.200s\" without a valid name", node->fullname);
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(node->fields[k].name, name->valuestring) == 0)
-                return dd_avro_fail(ctx, "field \"%.200s\" twice in one record", name->valuestring);
         if (!(fd->name = strdup(name->valuestring))) return dd_avro_nomem(ctx);
         fd->name_len = strlen(fd->name);
         i++; /* counted before its type, so destroy frees the name */
         if (dd_avro_parse(ctx, cJSON_GetObjectItemCaseSensitive(f, "type"), ns, &fd->type))
             return -1;
     }
-    return 0;
+    return dd_avro_unique(ctx, node->fields, node->cnt, sizeof(*node->fields), dd_avro_field_cmp,
+                          "field", "record");
 }
 
 static int dd_avro_parse_symbols(dd_avro_sctx_t *ctx, dd_avro_node_t *node, const cJSON *j)
@@ -200,14 +276,12 @@ static int dd_avro_parse_symbols(dd_avro_sctx_t *ctx, dd_avro_node_t *node, cons
     {
         if (!cJSON_IsString(s) || !dd_avro_name_ok(s->valuestring, 0))
             return dd_avro_fail(ctx, "enum \"%.200s\" has an invalid symbol", node->fullname);
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(node->symbols[k], s->valuestring) == 0)
-                return dd_avro_fail(ctx, "symbol \"%.200s\" twice in one enum", s->valuestring);
         if (!(node->symbols[i] = strdup(s->valuestring))) return dd_avro_nomem(ctx);
         node->symbol_lens[i] = strlen(s->valuestring);
         i++;
     }
-    return 0;
+    return dd_avro_unique(ctx, node->symbols, node->cnt, sizeof(*node->symbols), dd_avro_symbol_cmp,
+                          "symbol", "enum");
 }
 
 /* A decimal annotation: kept when valid (precision > 0, 0 <= scale <=
@@ -230,6 +304,40 @@ static void dd_avro_parse_decimal(dd_avro_node_t *node, const cJSON *j)
     node->scale = (int)s;
 }
 
+/* The kind of JSON value a type is written as; two branches of one union
+ * of the same kind could write different values as one text. */
+static int dd_avro_json_kind(const dd_avro_node_t *node)
+{
+    switch (node->type) {
+    case DD_AVRO_INT:
+    case DD_AVRO_LONG:
+    case DD_AVRO_FLOAT:
+    case DD_AVRO_DOUBLE:
+        return DD_AVRO_DOUBLE;
+    case DD_AVRO_BYTES:
+    case DD_AVRO_FIXED:
+        return node->decimal ? DD_AVRO_DOUBLE : DD_AVRO_STRING;
+    case DD_AVRO_ENUM:
+        return DD_AVRO_STRING;
+    case DD_AVRO_MAP:
+        return DD_AVRO_RECORD;
+    default:
+        return (int)node->type; /* null, boolean, string, record, array */
+    }
+}
+
+/* A union writes its branch's name around a value when two of its
+ * branches are of one kind of JSON value (two numbers, two strings, two
+ * objects): docs/KEYS.md, Avro. */
+static int dd_avro_union_tagged(const dd_avro_node_t *node)
+{
+    int seen[DD_AVRO_FIXED + 1] = {0};
+
+    for (size_t i = 0; i < node->cnt; i++)
+        if (seen[dd_avro_json_kind(node->branches[i])]++) return 1;
+    return 0;
+}
+
 static int dd_avro_parse_union(dd_avro_sctx_t *ctx, const cJSON *j, const char *ns,
                                dd_avro_node_t **out)
 {
@@ -246,13 +354,12 @@ static int dd_avro_parse_union(dd_avro_sctx_t *ctx, const cJSON *j, const char *
         dd_avro_node_t *t;
         if (dd_avro_parse(ctx, b, ns, &t)) return -1;
         if (t->type == DD_AVRO_UNION) return dd_avro_fail(ctx, "a union inside a union");
-        for (size_t k = 0; k < i; k++)
-            if (node->branches[k]->type == t->type &&
-                (!t->fullname || strcmp(t->fullname, node->branches[k]->fullname) == 0))
-                return dd_avro_fail(ctx, "a union with two branches of type %s",
-                                    t->fullname ? t->fullname : "(unnamed)");
         node->branches[i++] = t;
     }
+    if (dd_avro_unique(ctx, node->branches, node->cnt, sizeof(*node->branches), dd_avro_branch_cmp,
+                       "branch", "union"))
+        return -1;
+    node->tagged = dd_avro_union_tagged(node);
     return 0;
 }
 
@@ -361,22 +468,58 @@ static size_t dd_avro_min_size(dd_avro_node_t *node, int depth)
     return node->min_size = sum;
 }
 
-int dd_avro_schema_new(dd_avro_schema_t **schemap, const char *json, size_t len, char *errstr,
-                       size_t errstr_size)
+/* Parses one text into ctx (its root into *root): strict JSON first. */
+static int dd_avro_parse_text(dd_avro_sctx_t *ctx, dd_json_doc_t *doc, const char *json, size_t len,
+                              dd_avro_node_t **root)
+{
+    char why[200];
+    cJSON *j;
+    int rc;
+
+    if ((rc = dd_json_parse(doc, json, len, why, sizeof(why)))) {
+        if (rc == DD_ERR_NOMEM) return dd_avro_nomem(ctx);
+        return dd_avro_fail(ctx, "the schema is not JSON: %s", why);
+    }
+    if (!(j = cJSON_ParseWithLength(json, len)))
+        return dd_avro_nomem(ctx); /* strict JSON is JSON */
+    rc = dd_avro_parse(ctx, j, NULL, root);
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* Every text into ctx: the references, each failure naming its text, then
+ * the writer schema. */
+static int dd_avro_parse_all(dd_avro_sctx_t *ctx, const dd_avro_text_t *refs, size_t ref_cnt,
+                             const char *json, size_t len)
+{
+    dd_json_doc_t *doc = dd_json_doc_new();
+    dd_avro_node_t *root;
+    int rc = 0;
+
+    if (!doc) return dd_avro_nomem(ctx);
+    for (size_t i = 0; !rc && i < ref_cnt; i++) {
+        rc = dd_avro_parse_text(ctx, doc, refs[i].json, refs[i].len, &root);
+        if (rc && !ctx->nomem && ctx->errstr && ctx->errstr_size) {
+            char why[300];
+            snprintf(why, sizeof(why), "%s", ctx->errstr);
+            dd_avro_fail(ctx, "%s: %s", refs[i].what, why);
+        }
+    }
+    if (!rc) rc = dd_avro_parse_text(ctx, doc, json, len, &ctx->schema->root);
+    dd_json_doc_destroy(doc);
+    return rc;
+}
+
+int dd_avro_schema_new_refs(dd_avro_schema_t **schemap, const dd_avro_text_t *refs, size_t ref_cnt,
+                            const char *json, size_t len, char *errstr, size_t errstr_size)
 {
     dd_avro_schema_t *schema = calloc(1, sizeof(*schema));
-    dd_avro_sctx_t ctx = {schema, errstr, errstr_size, 0};
-    cJSON *j = NULL;
+    dd_avro_sctx_t ctx = {.schema = schema, .errstr = errstr, .errstr_size = errstr_size};
     int rc = DD_ERR_NOMEM;
 
     *schemap = NULL;
     if (!schema) goto out;
-    if (!(j = cJSON_ParseWithLength(json, len))) {
-        dd_errstr_set(errstr, errstr_size, "the schema is not JSON");
-        rc = DD_ERR_PERMANENT;
-        goto out;
-    }
-    if (dd_avro_parse(&ctx, j, NULL, &schema->root)) {
+    if (dd_avro_parse_all(&ctx, refs, ref_cnt, json, len)) {
         rc = ctx.nomem ? DD_ERR_NOMEM : DD_ERR_PERMANENT;
         goto out;
     }
@@ -384,13 +527,25 @@ int dd_avro_schema_new(dd_avro_schema_t **schemap, const char *json, size_t len,
         n->min_size = (size_t)-1;
     for (dd_avro_node_t *n = schema->nodes; n; n = n->next_alloc)
         dd_avro_min_size(n, 0);
+    if ((rc = dd_avro_pcf_fingerprint(schema))) goto out;
     *schemap = schema;
     schema = NULL;
     rc = DD_OK;
 out:
-    cJSON_Delete(j);
+    tdestroy(ctx.names, dd_avro_named_keep);
     dd_avro_schema_destroy(schema);
     return rc;
+}
+
+int dd_avro_schema_new(dd_avro_schema_t **schemap, const char *json, size_t len, char *errstr,
+                       size_t errstr_size)
+{
+    return dd_avro_schema_new_refs(schemap, NULL, 0, json, len, errstr, errstr_size);
+}
+
+const unsigned char *dd_avro_schema_fingerprint(const dd_avro_schema_t *schema)
+{
+    return schema->fingerprint;
 }
 
 void dd_avro_schema_destroy(dd_avro_schema_t *schema)

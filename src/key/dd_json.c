@@ -571,6 +571,10 @@ static int dd_json_object_close(dd_json_parser_t *ps, uint32_t idx)
     dd_json_doc_t *doc = ps->doc;
     uint32_t base = ps->mbase[ps->depth - 1], n = doc->member_cnt - base, *m;
 
+    if (n == 0) { /* an empty object may come before any member was allocated */
+        doc->nodes[idx].order = doc->order_cnt;
+        return 0;
+    }
     if (n > DD_JSON_ISORT_MAX &&
         dd_json_grow_u32(&doc->members, &doc->member_cap, doc->member_cnt + n) < 0)
         return dd_json_nomem(ps);
@@ -593,8 +597,7 @@ static int dd_json_object_close(dd_json_parser_t *ps, uint32_t idx)
                                 first);
         }
     }
-    if (n) /* an empty object may come before any order was allocated */
-        memcpy(doc->order + doc->order_cnt, m, (size_t)n * sizeof(*m));
+    memcpy(doc->order + doc->order_cnt, m, (size_t)n * sizeof(*m));
     doc->nodes[idx].order = doc->order_cnt;
     doc->order_cnt += n;
     doc->member_cnt = base;

@@ -53,6 +53,9 @@ extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
 /* Most database shards counted apart (dd_conf.h's DD_CONF_SHARD_MAX fits). */
 #define DD_STATS_SHARD_MAX 64
 
+/* The kinds of schema registry faults counted (dd_registry.h). */
+#define DD_STATS_REGISTRY_FAULTS 4
+
 /* The counters of one database shard (its share of the totals). */
 typedef struct {
     uint64_t applied;
@@ -166,8 +169,10 @@ typedef struct {
     int64_t abandoned_dlq;
 
     /* what the consumer waits for the schema registry for ("" when it
-     * does not): /readyz says it */
+     * does not): /readyz says it; and the registry's failed fetches, by
+     * fault (dd_registry_fault_t) */
     char registry_wait[512];
+    uint64_t registry_faults[DD_STATS_REGISTRY_FAULTS];
 } dd_stats_t;
 
 /* The consumer lag of one assigned partition. */

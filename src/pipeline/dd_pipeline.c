@@ -25,6 +25,7 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
         pl->stats.route[r].messages = pl->route_messages[r];
     pl->stats.first_poll_ms = pl->first_poll_ms;
     pl->stats.fetch_wait_us = pl->fetch_wait_us;
+    if (pl->wait.registry) dd_registry_faults(pl->wait.registry, pl->stats.registry_faults);
     if (!pl->lat_pending) return;
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
         pl->stats.latency_buckets[i] += pl->lat[i];
@@ -436,7 +437,7 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
     int end;
 
     while (!rc && !dd_lanes_failed(pl->lanes, NULL, 0) && !atomic_load(stop) && !pl->route_err[0] &&
-           !pl->pos_err[0]) {
+           !pl->pos_err[0] && !pl->wait.nomem) {
         rd_kafka_message_t *rkm;
         int64_t poll_us;
 
@@ -494,6 +495,10 @@ int dd_pipeline_run(dd_pipeline_t *pl, int exit_at_end, const atomic_int *stop, 
         dd_errstr_set(errstr, errstr_size, "%s", pl->pos_err);
         rc = DD_ERR_FATAL;
     }
+    if (!rc && pl->wait.nomem) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        rc = DD_ERR_NOMEM;
+    }
     if (pl->src && pl->dlq && !rc) {
         int crc = dd_pipeline_final_commit(pl, exit_at_end, errstr, errstr_size);
         if (crc && exit_at_end) rc = crc;
@@ -522,8 +527,7 @@ int dd_pipeline_new(dd_pipeline_t **plp, const dd_conf_t *conf, dd_handler_t *co
     if (!rc)
         rc = dd_lanes_new(&pl->lanes, conf, pl->routes, conf->workers, NULL, errstr, errstr_size);
     if (!rc) rc = dd_parse_pool_new(&pl->pool, conf->batch.max_inflight, errstr, errstr_size);
-    if (!rc && conf->schema_registry.url)
-        rc = dd_registry_new(&pl->registry, &conf->schema_registry, errstr, errstr_size);
+    if (!rc) rc = dd_pipeline_wait_init(&pl->wait, conf, errstr, errstr_size);
     if (!rc && !(pl->doc = dd_json_doc_new())) {
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
@@ -589,7 +593,7 @@ void dd_pipeline_destroy(dd_pipeline_t *pl)
     free(pl->lags);
     dd_parse_pool_destroy(pl->pool); /* after every item: they release into it */
     dd_json_doc_destroy(pl->doc);
-    dd_registry_destroy(pl->registry);
+    dd_pipeline_wait_release(&pl->wait);
     pthread_mutex_destroy(&pl->mu);
     free(pl);
 }

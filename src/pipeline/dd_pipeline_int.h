@@ -3,7 +3,8 @@
  * call one way, each only the ones listed after it:
  * dd_pipeline.c (the loop, rebalances, life cycle) calls every part;
  * dd_pipeline_decode.c (payloads, and messages waiting for the schema
- * registry); dd_pipeline_route.c (the route of a topic, the key, hash and
+ * registry); dd_pipeline_wait.c (their queue, and the registry);
+ * dd_pipeline_route.c (the route of a topic, the key, hash and
  * lane of a message); dd_pipeline_status.c (progress and what it waits
  * for); dd_pipeline_position.c (the database's positions);
  * dd_pipeline_dlq.c (finished items and dead letters coming back from the
@@ -29,7 +30,22 @@
 #include "dd_registry.h"
 #include "dd_position.h"
 #include "dd_routes.h"
+#include "dd_schemafp.h"
 #include "dd_source.h"
+
+/* dd_pipeline_wait.c: the messages waiting for the schema registry, each
+ * partition's in poll order, and the registry they wait for. */
+typedef struct dd_pwait_part_s dd_pwait_part_t;
+typedef struct {
+    dd_registry_t *registry; /* the writer schemas of avro routes, or NULL */
+    dd_schemafp_t fp;        /* how the registry checks fingerprints */
+    dd_pwait_part_t *parts;  /* partitions with messages waiting */
+    size_t part_cnt, part_cap;
+    uint64_t settled; /* the registry's settled fetches at the last try */
+    int64_t next_ms;  /* the waiting messages are tried again by then */
+    int faulted;      /* a fault was said since the queue was last empty */
+    int nomem;        /* a message could not be queued: the consumer stops */
+} dd_pipeline_wait_t;
 
 struct dd_pipeline_s {
     const dd_conf_t *conf;
@@ -39,7 +55,7 @@ struct dd_pipeline_s {
     dd_routes_t *routes;     /* each message's key, lane key, hash, handler */
     dd_parse_pool_t *pool;   /* where items' parsed payloads live */
     dd_json_doc_t *doc;      /* the strict document of the message being routed */
-    dd_registry_t *registry; /* the writer schemas of avro routes, or NULL */
+    dd_pipeline_wait_t wait; /* messages waiting for the schema registry */
 
     dd_offsets_t *offs;
     dd_source_t *src;
@@ -82,12 +98,6 @@ struct dd_pipeline_s {
     uint64_t tick_messages; /* messages consumed by then */
     int64_t tick_finish_ms; /* last_finish_ms by then */
     int idle_said;          /* the idle line was written, and nothing happened since */
-
-    /* messages waiting for the schema registry, in poll order (each
-     * partition's in its order) */
-    dd_item_t *held, *held_tail;
-    int64_t held_due_ms; /* when the first is tried again */
-    int held_attempt;    /* tries of the first so far */
 };
 
 /* dd_ptrack_t.route of a partition of a dead-letter topic a route's
@@ -114,6 +124,27 @@ void dd_pipeline_route_topic(dd_pipeline_t *pl, dd_ptrack_t *pt);
 /* Routes an item whose payload is decoded (item->text): parse, key, hash,
  * lane. */
 void dd_pipeline_route_decoded(dd_pipeline_t *pl, dd_item_t *item);
+
+/* dd_pipeline_wait.c */
+/* Opens the registry (with conf's schema_registry.url) for callers that
+ * do not wait. */
+int dd_pipeline_wait_init(dd_pipeline_wait_t *w, const dd_conf_t *conf, char *errstr,
+                          size_t errstr_size);
+/* Frees the queue (empty by now) and the registry. */
+void dd_pipeline_wait_release(dd_pipeline_wait_t *w);
+/* Queues item behind its partition's waiting messages. Out of memory, it
+ * sets w->nomem (the consumer stops) and leaves item to the caller:
+ * returns -1; else 0. */
+int dd_pipeline_wait_push(dd_pipeline_wait_t *w, dd_item_t *item);
+/* The first waiting message of the i-th waiting partition, or NULL. */
+dd_item_t *dd_pipeline_wait_first(dd_pipeline_wait_t *w, size_t i);
+/* Takes that first message off its queue. */
+void dd_pipeline_wait_pop(dd_pipeline_wait_t *w, size_t i);
+/* Takes the i-th waiting partition's messages off, all of them: a chain
+ * through item->next. */
+dd_item_t *dd_pipeline_wait_take(dd_pipeline_wait_t *w, size_t i);
+/* Forgets the partitions left with nothing waiting. */
+void dd_pipeline_wait_compact(dd_pipeline_wait_t *w);
 
 /* dd_pipeline_decode.c */
 /* Decodes the item's payload (dedup.format). 0: decoded, route it; 1:

@@ -1,54 +1,48 @@
 /*
- * The schema registry client and the decoding of payloads (see
- * dd_registry.h).
+ * The schema registry client's cache and fetch thread, and the decoding of
+ * payloads (see dd_registry.h).
  *
- * Schemas are kept in a small hash table under one mutex. An id being
- * fetched has an entry in state FETCHING: whoever asks for it meanwhile
- * waits on the condition variable for that one request's outcome, so the
- * registry sees one request per id however many threads ask. A fetch that
- * failed for a retriable reason leaves no entry: the next ask tries again
- * (the caller's backoff paces it).
+ * Schemas are kept in a small hash table under one mutex. An id not known
+ * yet gets an entry in state FETCHING and joins the queue of the fetch
+ * thread, which fetches one id at a time (dd_registry_fetch.c) and
+ * settles the entry: OK and the two dead-letter verdicts stay for the
+ * life of the process; a fault (FAILED) is forgotten after a backoff, when
+ * the next ask queues the id again. So the registry sees one request per
+ * id however many threads ask, and a registry that fails is asked at the
+ * backoff's pace, never in a loop.
  */
-#include "dd_registry.h"
+#include "dd_registry_int.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 #include <curl/curl.h>
 
-#include "dd_buf.h"
 #include "dd_common.h"
+#include "dd_log.h"
 
-#define DD_REGISTRY_BUCKETS 256
-#define DD_REGISTRY_MAX_BODY (16 * 1024 * 1024)
 /* The longest JSON text of an Avro record of len bytes: a bound on hostile
  * records, far above what real ones need (docs/KEYS.md, Avro). */
 #define DD_REGISTRY_MAX_TEXT(len) (8 * (len) + 1024 * 1024)
 
-typedef enum { DD_REG_FETCHING, DD_REG_OK, DD_REG_UNKNOWN, DD_REG_BAD } dd_reg_state_t;
-
-typedef struct dd_reg_entry_s {
-    uint32_t id;
-    dd_reg_state_t state;
-    dd_avro_schema_t *schema; /* DD_REG_OK */
-    char why[400];            /* DD_REG_UNKNOWN, DD_REG_BAD: the dead letters' error */
-    struct dd_reg_entry_s *next;
-} dd_reg_entry_t;
-
-struct dd_registry_s {
-    const dd_conf_registry_t *conf;
-    char base[1024]; /* the URL without a trailing '/' */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    dd_reg_entry_t *bucket[DD_REGISTRY_BUCKETS];
-    uint64_t fetches;
+static const char *const dd_registry_fault_names[] = {
+    [DD_REGISTRY_FAULT_UNREACHABLE] = "unreachable",
+    [DD_REGISTRY_FAULT_BAD_ANSWER] = "bad_answer",
+    [DD_REGISTRY_FAULT_CHANGED] = "changed_schema",
+    [DD_REGISTRY_FAULT_UNVERIFIED] = "unverified",
 };
 
-int dd_registry_new(dd_registry_t **regp, const dd_conf_registry_t *conf, char *errstr,
-                    size_t errstr_size)
+_Static_assert(DD_REGISTRY_FAULT_CNT == DD_STATS_REGISTRY_FAULTS,
+               "dd_stats_t counts every registry fault");
+
+const char *dd_registry_fault_name(int fault)
+{
+    return fault >= 0 && fault < DD_REGISTRY_FAULT_CNT ? dd_registry_fault_names[fault] : "?";
+}
+
+int dd_registry_new(dd_registry_t **regp, const dd_conf_registry_t *conf,
+                    const dd_registry_opts_t *opts, char *errstr, size_t errstr_size)
 {
     dd_registry_t *reg;
     size_t n;
@@ -68,11 +62,14 @@ int dd_registry_new(dd_registry_t **regp, const dd_conf_registry_t *conf, char *
         return DD_ERR_NOMEM;
     }
     reg->conf = conf;
+    reg->opts =
+        opts ? *opts : (dd_registry_opts_t){.backoff_initial_ms = 100, .backoff_max_ms = 30000};
     snprintf(reg->base, sizeof(reg->base), "%s", conf->url);
     for (n = strlen(reg->base); n > 0 && reg->base[n - 1] == '/'; n--)
         reg->base[n - 1] = '\0';
     pthread_mutex_init(&reg->mu, NULL);
-    pthread_cond_init(&reg->cv, NULL);
+    pthread_cond_init(&reg->settled_cv, NULL);
+    pthread_cond_init(&reg->work_cv, NULL);
     *regp = reg;
     return DD_OK;
 }
@@ -80,6 +77,11 @@ int dd_registry_new(dd_registry_t **regp, const dd_conf_registry_t *conf, char *
 void dd_registry_destroy(dd_registry_t *reg)
 {
     if (!reg) return;
+    pthread_mutex_lock(&reg->mu);
+    atomic_store(&reg->stop, 1);
+    pthread_cond_broadcast(&reg->work_cv);
+    pthread_mutex_unlock(&reg->mu);
+    if (reg->thread_started) pthread_join(reg->thread, NULL);
     for (int b = 0; b < DD_REGISTRY_BUCKETS; b++) {
         dd_reg_entry_t *e, *next;
         for (e = reg->bucket[b]; e; e = next) {
@@ -88,162 +90,111 @@ void dd_registry_destroy(dd_registry_t *reg)
             free(e);
         }
     }
-    pthread_cond_destroy(&reg->cv);
+    dd_registry_subjects_release(reg);
+    pthread_cond_destroy(&reg->work_cv);
+    pthread_cond_destroy(&reg->settled_cv);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
     curl_global_cleanup();
 }
 
-uint64_t dd_registry_fetches(dd_registry_t *reg)
+/* A counter of reg, read under its lock. */
+static uint64_t dd_registry_count(dd_registry_t *reg, const uint64_t *counter)
 {
     uint64_t n;
 
     pthread_mutex_lock(&reg->mu);
-    n = reg->fetches;
+    n = *counter;
     pthread_mutex_unlock(&reg->mu);
     return n;
 }
 
+uint64_t dd_registry_fetches(dd_registry_t *reg)
+{
+    return dd_registry_count(reg, &reg->fetches);
+}
+
+uint64_t dd_registry_settled(dd_registry_t *reg)
+{
+    return dd_registry_count(reg, &reg->settled);
+}
+
+void dd_registry_faults(dd_registry_t *reg, uint64_t out[DD_REGISTRY_FAULT_CNT])
+{
+    pthread_mutex_lock(&reg->mu);
+    memcpy(out, reg->faults, sizeof(reg->faults));
+    pthread_mutex_unlock(&reg->mu);
+}
+
 /*
- * One request
+ * The fetch thread
  */
 
-static size_t dd_registry_write_cb(char *data, size_t size, size_t nmemb, void *arg)
+/* Settles e with what its fetch came to; called locked. */
+static void dd_registry_settle(dd_registry_t *reg, dd_reg_entry_t *e, dd_reg_result_t *res)
 {
-    dd_buf_t *body = arg;
-    size_t n = size * nmemb;
+    int64_t backoff = reg->opts.backoff_initial_ms;
 
-    if (body->len + n > DD_REGISTRY_MAX_BODY) return 0; /* libcurl fails the transfer */
-    dd_buf_put(body, data, n);
-    return body->oom ? 0 : n;
-}
-
-static void dd_registry_setopts(dd_registry_t *reg, CURL *c, const char *url, dd_buf_t *body,
-                                struct curl_slist *hdrs, char *curl_err)
-{
-    const dd_conf_registry_t *conf = reg->conf;
-
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)conf->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)conf->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, dd_registry_write_cb);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err);
-    if (conf->user) {
-        curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(c, CURLOPT_USERNAME, conf->user);
-        curl_easy_setopt(c, CURLOPT_PASSWORD, conf->password ? conf->password : "");
-    }
-    if (conf->tls.ca) curl_easy_setopt(c, CURLOPT_CAINFO, conf->tls.ca);
-    if (conf->tls.cert) curl_easy_setopt(c, CURLOPT_SSLCERT, conf->tls.cert);
-    if (conf->tls.key) curl_easy_setopt(c, CURLOPT_SSLKEY, conf->tls.key);
-}
-
-/* GET url into body; *status: the HTTP status. DD_ERR_RETRIABLE when no
- * answer came (errstr says why). */
-static int dd_registry_get(dd_registry_t *reg, const char *url, dd_buf_t *body, long *status,
-                           char *errstr, size_t errstr_size)
-{
-    char curl_err[CURL_ERROR_SIZE] = "";
-    struct curl_slist *hdrs = NULL;
-    CURL *c = curl_easy_init();
-    CURLcode cc;
-
-    *status = 0;
-    hdrs = curl_slist_append(NULL, "Accept: application/vnd.schemaregistry.v1+json, "
-                                   "application/json");
-    if (!c || !hdrs) {
-        curl_easy_cleanup(c);
-        curl_slist_free_all(hdrs);
-        dd_errstr_set(errstr, errstr_size, "out of memory for a registry request");
-        return DD_ERR_RETRIABLE;
-    }
-    dd_registry_setopts(reg, c, url, body, hdrs, curl_err);
-    cc = curl_easy_perform(c);
-    if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(hdrs);
-    if (cc != CURLE_OK) {
-        dd_errstr_set(errstr, errstr_size, "the schema registry did not answer GET %s: %s", url,
-                      curl_err[0] ? curl_err : curl_easy_strerror(cc));
-        return DD_ERR_RETRIABLE;
-    }
-    return DD_OK;
-}
-
-/* A 200 answer: {"schema": "<the schema's JSON text>", "schemaType": ...}. */
-static void dd_registry_take(dd_reg_entry_t *e, const dd_buf_t *body)
-{
-    cJSON *j = cJSON_ParseWithLength(body->p ? body->p : "", body->len);
-    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(j, "schema");
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "schemaType");
-    char why[300];
-    int rc;
-
-    e->state = DD_REG_BAD;
-    if (!cJSON_IsString(schema)) {
-        snprintf(e->why, sizeof(e->why), "schema id %u: the registry's answer has no schema",
-                 e->id);
-    } else if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "AVRO") != 0)) {
-        snprintf(e->why, sizeof(e->why), "schema id %u is a %.40s schema, not an Avro one", e->id,
-                 cJSON_IsString(type) ? type->valuestring : "non-Avro");
-    } else if ((rc = dd_avro_schema_new(&e->schema, schema->valuestring,
-                                        strlen(schema->valuestring), why, sizeof(why))) != 0) {
-        snprintf(e->why, sizeof(e->why), "schema id %u is no valid Avro schema: %s", e->id, why);
+    e->state = res->state;
+    e->schema = res->schema;
+    snprintf(e->why, sizeof(e->why), "%s", res->why);
+    if (res->state == DD_REG_FAILED) {
+        reg->faults[res->fault]++;
+        for (int i = 0; i < e->attempt && backoff < reg->opts.backoff_max_ms; i++)
+            backoff *= 2;
+        if (backoff > reg->opts.backoff_max_ms) backoff = reg->opts.backoff_max_ms;
+        e->due_ms = dd_now_ms() + backoff;
+        e->attempt++;
     } else {
-        e->state = DD_REG_OK;
+        e->attempt = 0;
     }
-    cJSON_Delete(j);
+    reg->settled++;
+    pthread_cond_broadcast(&reg->settled_cv);
 }
 
-/* Not 200: 404 with error code 40403 says the id does not exist; anything
- * else (a wrong URL answering 404 included) is the registry not serving
- * it now. Returns DD_OK when e is settled, else DD_ERR_RETRIABLE. */
-static int dd_registry_refused(dd_reg_entry_t *e, long status, const dd_buf_t *body,
-                               const char *url, char *errstr, size_t errstr_size)
+static void *dd_registry_main(void *arg)
 {
-    cJSON *j = cJSON_ParseWithLength(body->p ? body->p : "", body->len);
-    const cJSON *code = cJSON_GetObjectItemCaseSensitive(j, "error_code");
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
-    int unknown = status == 404 && cJSON_IsNumber(code) && code->valuedouble == 40403;
+    dd_registry_t *reg = arg;
 
-    if (unknown) {
-        e->state = DD_REG_UNKNOWN;
-        snprintf(e->why, sizeof(e->why), "the schema registry has no schema of id %u (%.200s)",
-                 e->id, cJSON_IsString(msg) ? msg->valuestring : "error code 40403");
-    } else {
-        dd_errstr_set(errstr, errstr_size,
-                      "the schema registry answered HTTP %ld to GET %s%s%.200s", status, url,
-                      cJSON_IsString(msg) ? ": " : "", cJSON_IsString(msg) ? msg->valuestring : "");
+    pthread_mutex_lock(&reg->mu);
+    while (!atomic_load(&reg->stop)) {
+        dd_reg_entry_t *e = reg->queue;
+        dd_reg_result_t res = {0};
+        if (!e) {
+            pthread_cond_wait(&reg->work_cv, &reg->mu);
+            continue;
+        }
+        if (!(reg->queue = e->qnext)) reg->queue_tail = NULL;
+        e->qnext = NULL;
+        pthread_mutex_unlock(&reg->mu);
+        dd_registry_fetch(reg, e->id, &res);
+        pthread_mutex_lock(&reg->mu);
+        dd_registry_settle(reg, e, &res);
     }
-    cJSON_Delete(j);
-    return unknown ? DD_OK : DD_ERR_RETRIABLE;
+    pthread_mutex_unlock(&reg->mu);
+    return NULL;
 }
 
-/* Fetches e's schema, settling e, or DD_ERR_RETRIABLE. Runs unlocked. */
-static int dd_registry_fetch(dd_registry_t *reg, dd_reg_entry_t *e, char *errstr,
+/* Queues e for the fetch thread, starting it the first time; locked. */
+static int dd_registry_queue(dd_registry_t *reg, dd_reg_entry_t *e, char *errstr,
                              size_t errstr_size)
 {
-    char url[1100];
-    dd_buf_t body = {0};
-    long status;
-    int rc;
-
-    snprintf(url, sizeof(url), "%s/schemas/ids/%u", reg->base, e->id);
-    rc = dd_registry_get(reg, url, &body, &status, errstr, errstr_size);
-    if (!rc && body.oom) {
-        dd_errstr_set(errstr, errstr_size, "out of memory for the registry's answer");
-        rc = DD_ERR_RETRIABLE;
-    } else if (!rc && status == 200) {
-        dd_registry_take(e, &body);
-    } else if (!rc) {
-        rc = dd_registry_refused(e, status, &body, url, errstr, errstr_size);
+    if (!reg->thread_started) {
+        if (pthread_create(&reg->thread, NULL, dd_registry_main, reg) != 0) {
+            dd_errstr_set(errstr, errstr_size, "cannot start the schema registry's thread");
+            return DD_ERR_RETRIABLE;
+        }
+        reg->thread_started = 1;
     }
-    dd_buf_release(&body);
-    return rc;
+    e->state = DD_REG_FETCHING;
+    e->qnext = NULL;
+    if (reg->queue_tail)
+        reg->queue_tail->qnext = e;
+    else
+        reg->queue = e;
+    reg->queue_tail = e;
+    pthread_cond_signal(&reg->work_cv);
+    return DD_OK;
 }
 
 /*
@@ -262,51 +213,63 @@ static dd_reg_entry_t **dd_registry_slot(dd_registry_t *reg, uint32_t id)
 static int dd_registry_answer(const dd_reg_entry_t *e, const dd_avro_schema_t **schemap,
                               dd_reason_t *reason, char *errstr, size_t errstr_size)
 {
-    if (e->state == DD_REG_OK) {
+    switch (e->state) {
+    case DD_REG_OK:
         *schemap = e->schema;
         return DD_OK;
+    case DD_REG_FETCHING:
+        dd_errstr_set(errstr, errstr_size, "schema id %u is being fetched", e->id);
+        return DD_REGISTRY_PENDING;
+    case DD_REG_FAILED:
+        dd_errstr_set(errstr, errstr_size, "%s", e->why);
+        return DD_ERR_RETRIABLE;
+    default:
+        *reason = e->state == DD_REG_UNKNOWN ? DD_REASON_SCHEMA_UNKNOWN : DD_REASON_BAD_AVRO;
+        dd_errstr_set(errstr, errstr_size, "%s", e->why);
+        return DD_ERR_PERMANENT;
     }
-    *reason = e->state == DD_REG_UNKNOWN ? DD_REASON_SCHEMA_UNKNOWN : DD_REASON_BAD_AVRO;
-    dd_errstr_set(errstr, errstr_size, "%s", e->why);
-    return DD_ERR_PERMANENT;
+}
+
+/* The entry of id, new (and queued) when there is none; locked. NULL when
+ * out of memory. */
+static dd_reg_entry_t *dd_registry_entry(dd_registry_t *reg, uint32_t id, char *errstr,
+                                         size_t errstr_size)
+{
+    dd_reg_entry_t **at = dd_registry_slot(reg, id), *e = *at;
+
+    if (e) return e;
+    if (!(e = calloc(1, sizeof(*e)))) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    e->id = id;
+    e->state = DD_REG_FAILED; /* due now: queued below */
+    *at = e;
+    return e;
 }
 
 int dd_registry_schema(dd_registry_t *reg, uint32_t id, const dd_avro_schema_t **schemap,
                        dd_reason_t *reason, char *errstr, size_t errstr_size)
 {
-    dd_reg_entry_t **at, *e;
+    dd_reg_entry_t *e;
     int rc;
 
     *schemap = NULL;
     pthread_mutex_lock(&reg->mu);
-    while ((e = *(at = dd_registry_slot(reg, id))) && e->state == DD_REG_FETCHING)
-        pthread_cond_wait(&reg->cv, &reg->mu);
-    if (e) {
-        rc = dd_registry_answer(e, schemap, reason, errstr, errstr_size);
+    if (!(e = dd_registry_entry(reg, id, errstr, errstr_size))) {
+        pthread_mutex_unlock(&reg->mu);
+        return DD_ERR_RETRIABLE;
+    }
+    /* a fault is forgotten: after its backoff, or at once for a caller
+     * that waits (it paces its own tries) */
+    if (e->state == DD_REG_FAILED && (!reg->opts.nowait || dd_now_ms() >= e->due_ms) &&
+        (rc = dd_registry_queue(reg, e, errstr, errstr_size))) {
         pthread_mutex_unlock(&reg->mu);
         return rc;
     }
-    if (!(e = calloc(1, sizeof(*e)))) {
-        pthread_mutex_unlock(&reg->mu);
-        dd_errstr_set(errstr, errstr_size, "out of memory");
-        return DD_ERR_RETRIABLE;
-    }
-    e->id = id;
-    e->state = DD_REG_FETCHING;
-    *at = e;
-    reg->fetches++;
-    pthread_mutex_unlock(&reg->mu);
-
-    rc = dd_registry_fetch(reg, e, errstr, errstr_size);
-
-    pthread_mutex_lock(&reg->mu);
-    if (rc) { /* not settled: forget it, the next ask fetches again */
-        *dd_registry_slot(reg, id) = e->next;
-        free(e);
-    } else {
-        rc = dd_registry_answer(e, schemap, reason, errstr, errstr_size);
-    }
-    pthread_cond_broadcast(&reg->cv);
+    while (!reg->opts.nowait && e->state == DD_REG_FETCHING)
+        pthread_cond_wait(&reg->settled_cv, &reg->mu);
+    rc = dd_registry_answer(e, schemap, reason, errstr, errstr_size);
     pthread_mutex_unlock(&reg->mu);
     return rc;
 }
@@ -335,7 +298,8 @@ static int dd_registry_avro(dd_registry_t *reg, const void *payload, size_t len,
         dd_errstr_set(errstr, errstr_size, "no schema registry to read schema id %u from", id);
         return DD_ERR_PERMANENT;
     }
-    if ((rc = dd_registry_schema(reg, id, &schema, reason, errstr, errstr_size))) return rc;
+    if ((rc = dd_registry_schema(reg, id, &schema, reason, errstr, errstr_size)) != DD_OK)
+        return rc;
     rc = dd_avro_decode(schema, body, body_len, DD_AVRO_HEADER_LEN, max_text, &out->owned,
                         &out->len, why, sizeof(why));
     if (rc == DD_ERR_NOMEM) {

@@ -24,6 +24,7 @@
 #include <mysql.h>
 
 #include "dd_common.h"
+#include "dd_registry.h"
 
 #ifndef DEDUPD_VERSION
 #define DEDUPD_VERSION "0.1.0"
@@ -117,6 +118,15 @@ static void dd_metrics_dead_letters(FILE *f, const dd_stats_t *s, const char *co
     }
 }
 
+/* The schema registry's failed fetches: a series per fault. */
+static void dd_metrics_registry(FILE *f, const dd_stats_t *s)
+{
+    dd_metrics_head(f, DD_METRIC_REGISTRY_FAULTS);
+    for (int i = 0; i < DD_REGISTRY_FAULT_CNT; i++)
+        fprintf(f, "%s{fault=\"%s\"} %llu\n", DD_METRICS_NAME(REGISTRY_FAULTS),
+                dd_registry_fault_name(i), (unsigned long long)s->registry_faults[i]);
+}
+
 static void dd_metrics_external(FILE *f, const dd_stats_t *s, const char *const *routes,
                                 int route_cnt)
 {
@@ -200,6 +210,7 @@ static void dd_metrics_counters(FILE *f, const dd_stats_t *s, const char *const 
     dd_metrics_dead_letters(f, s, routes, route_cnt);
     dd_metrics_route_counter(f, DD_METRIC_TOMBSTONES_SKIPPED, s, routes, route_cnt,
                              DD_METRICS_RS(tombstones_skipped));
+    dd_metrics_registry(f, s);
     dd_metrics_external(f, s, routes, route_cnt);
     dd_metrics_db_errors(f, s);
 }

@@ -113,6 +113,14 @@ typedef enum { DD_METRIC_COUNTER, DD_METRIC_GAUGE, DD_METRIC_HISTOGRAM } dd_metr
       "Tombstones (null values) skipped, their offsets committed (kafka.tombstones = \"skip\").",  \
       "tombstones (null values) skipped with `kafka.tombstones = \"skip\"`, their offsets "        \
       "committed")                                                                                 \
+    X(REGISTRY_FAULTS, "dedupd_schema_registry_faults_total", COUNTER, "fault", 0,                 \
+      "Schema fetches that failed, by fault; the messages of their ids wait.",                     \
+      "schema fetches from the schema registry that failed, the messages needing the schema "      \
+      "waiting: `unreachable` (no answer in time, an HTTP error), `bad_answer` (a 200 that is "     \
+      "no registry answer, such as a maintenance page; a reference the registry lacks), "          \
+      "`changed_schema` (another schema than the database recorded for the id: never used, an "   \
+      "error line says which), `unverified` (the database could not be asked); "                   \
+      "docs/OPERATIONS.md, \"Avro and the schema registry\"")                                     \
     X(EXTERNAL_WAITS, "dedupd_external_waits_total", COUNTER, "route", 0,                          \
       "External mode: times a message found its key in progress under another claim and "          \
       "waited.",                                                                                   \

@@ -4,6 +4,8 @@
     avro-produce.py --registry URL [--subject S] [--versions 1|2|3] [--only-version N]
                     < stream > avro-stream
     avro-produce.py --registry URL --malformed              > avro-stream
+    avro-produce.py --registry URL --ref-union | --references | --swap-keys
+                    < stream > avro-stream
 
 The input is scripts/gen-payments.py's (PARTITION<TAB>KEY<TAB>PAYLOAD lines);
 the output the same lines with each payload "hex:" + a zero byte, the
@@ -20,6 +22,18 @@ with v1, the next with v2, ...; --versions says how many to use):
 A payload that is not JSON (gen-payments' bad_json) becomes a record cut
 short (bad_avro); key_missing payloads get a null in the key's field.
 
+--ref-union writes every payment under v1 with a field "ref" of type
+["null", "string", "bytes"]: a payload's "ref" is written as the string
+branch, its "ref_hex" as the bytes branch (those bytes), else null.
+--references writes them under v1 with its payer a record of another
+subject, as Confluent's schema references do: payments-value refers to
+com.example.pay.Payer of subject payer-value, which refers to
+com.example.pay.Bank of subject bank-value (the payer's bank becomes
+{"name": ...}); the producer parses the schemas with the referenced names
+known, as Confluent's serializer does. --swap-keys registers and writes
+v1 with the names of merchant_id and order_no swapped: what a registry
+rebuilt without its ids could serve under v1's id.
+
 --malformed writes one hostile record per line instead, each preceded by a
 comment line "# REASON": a wrong magic byte, a schema id of 2^31, an unknown
 id, a truncated record, a string length past the record, a huge array count,
@@ -34,6 +48,7 @@ import sys
 import urllib.request
 
 import avro.io
+import avro.name
 import avro.schema
 
 PAYER = {"type": "record", "name": "Payer", "fields": [
@@ -58,6 +73,17 @@ V2 = {"type": "record", "name": "Payment", "namespace": "com.example.pay", "fiel
     {"name": "amount", "type": AMOUNT}, {"name": "channel", "type": "string"},
     {"name": "status", "type": "string"}, {"name": "currency", "type": "string"}]}
 V3 = dict(V1, fields=V1["fields"] + [{"name": "source", "type": "string", "default": "gateway"}])
+REF_UNION = dict(V1, fields=V1["fields"] + [
+    {"name": "ref", "type": ["null", "string", "bytes"], "default": None}])
+SWAPPED = dict(V1, fields=[dict(f, name={"merchant_id": "order_no", "order_no": "merchant_id"}
+                                .get(f["name"], f["name"])) for f in V1["fields"]])
+BANK = {"type": "record", "name": "Bank", "namespace": "com.example.pay",
+        "fields": [{"name": "name", "type": "string"}]}
+PAYER_REF = {"type": "record", "name": "Payer", "namespace": "com.example.pay", "fields": [
+    {"name": "id", "type": "string"}, {"name": "name", "type": "string"},
+    {"name": "bank", "type": "com.example.pay.Bank"}]}
+V1_REF = dict(V1, fields=[dict(f, type="com.example.pay.Payer") if f["name"] == "payer" else f
+                          for f in V1["fields"]])
 BAG = {"type": "record", "name": "Bag", "fields": [
     {"name": "s", "type": "string"},
     {"name": "a", "type": {"type": "array", "items": "long"}},
@@ -70,13 +96,16 @@ CAFILE = None
 CLIENT_CERT = None
 
 
-def register(url, subject, schema):
+def register(url, subject, schema, references=None):
     ctx = __import__("ssl").create_default_context(cafile=CAFILE) if CAFILE else None
     if ctx and CLIENT_CERT:
         ctx.load_cert_chain(*CLIENT_CERT)
+    body = {"schema": json.dumps(schema)}
+    if references:
+        body["references"] = references
     req = urllib.request.Request(
         "%s/subjects/%s/versions" % (url.rstrip("/"), subject),
-        data=json.dumps({"schema": json.dumps(schema)}).encode(),
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
     with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
         return json.load(r)["id"]
@@ -99,15 +128,41 @@ def to_datum(payload, version):
     d["payer"] = dict(payload["payer"])
     if version == 3:
         d["source"] = "gateway"
+    if version == "ref_union":
+        d["ref"] = bytes.fromhex(payload["ref_hex"]) if "ref_hex" in payload else payload.get("ref")
+    if version == "references":
+        d["payer"]["bank"] = {"name": d["payer"]["bank"]}
+    if version == "swap_keys":
+        d["merchant_id"], d["order_no"] = d["order_no"], d["merchant_id"]
     return d
+
+
+def with_references(args):
+    """v1 with its payer from subject payer-value, which uses bank-value."""
+    names = avro.name.Names()
+    register(args.registry, "bank-value", BANK)
+    avro.schema.make_avsc_object(BANK, names)
+    register(args.registry, "payer-value", PAYER_REF,
+             [{"name": "com.example.pay.Bank", "subject": "bank-value", "version": 1}])
+    avro.schema.make_avsc_object(PAYER_REF, names)
+    sid = register(args.registry, args.subject, V1_REF,
+                   [{"name": "com.example.pay.Payer", "subject": "payer-value", "version": 1}])
+    return [(avro.schema.make_avsc_object(V1_REF, names), sid, "references")]
 
 
 def reencode(args):
     chosen = ((1, V1), (2, V2), (3, V3))[:args.versions]
     if args.only_version:
         chosen = [((1, V1), (2, V2), (3, V3))[args.only_version - 1]]
-    versions = [(avro.schema.parse(json.dumps(v)), register(args.registry, args.subject, v), n)
-                for n, v in chosen]
+    if args.ref_union:
+        chosen = [("ref_union", REF_UNION)]
+    if args.swap_keys:
+        chosen = [("swap_keys", SWAPPED)]
+    if args.references:
+        versions = with_references(args)
+    else:
+        versions = [(avro.schema.parse(json.dumps(v)), register(args.registry, args.subject, v), n)
+                    for n, v in chosen]
     copies = {}
     for line in sys.stdin:
         part, key, payload = line.rstrip("\n").split("\t", 2)
@@ -177,6 +232,9 @@ def main():
     p.add_argument("--only-version", type=int, choices=(1, 2, 3),
                    help="every copy under this version (registering it alone)")
     p.add_argument("--malformed", action="store_true")
+    p.add_argument("--ref-union", action="store_true", help="v1 with a union ref")
+    p.add_argument("--references", action="store_true", help="v1 using schema references")
+    p.add_argument("--swap-keys", action="store_true", help="v1 with two names swapped")
     p.add_argument("--cafile", help="CA certificates of an https registry")
     p.add_argument("--cert", help="a client certificate for the registry (with --key)")
     p.add_argument("--key", help="the client certificate's private key")

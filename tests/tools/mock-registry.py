@@ -5,21 +5,33 @@
                      [--user U --password P] [--cert PEM --key PEM [--client-ca PEM]]
 
 Serves, in memory:
-  POST /subjects/{subject}/versions   {"schema": "..."}  -> {"id": N}
-      (the same schema text, under any subject, gets the same id, as the
-      real registry does; ids start at 1)
-  GET  /schemas/ids/{id}             -> {"schema": "..."}, or 404 with
+  POST /subjects/{subject}/versions   {"schema": "...", "references": [...]}
+      -> {"id": N} (the same schema text and references, under any
+      subject, get the same id, as the real registry does; ids start at 1;
+      each subject's versions count from 1)
+  GET  /schemas/ids/{id}             -> {"schema": "..."} with "references":
+      [{"name", "subject", "version"}] when it has some, or 404 with
       {"error_code": 40403, "message": "Schema N not found"}
+  GET  /subjects/{subject}/versions/{version}
+                                     -> {"subject", "version", "id", "schema"}
+      (and "references"), or 404 with error code 40401 or 40402
   GET  /subjects                      -> the subjects
+  POST /admin/rebuild                 forgets every schema, id and subject:
+      a registry rebuilt without its ids (the next schema registered gets
+      id 1 again)
 
 Listens on 127.0.0.1 on a free port and writes it to --port-file once
 ready. Fault injection for GET /schemas/ids/* (registration always works),
 read from --fault-file on every request (missing or empty: ok):
-  down        the connection is closed without an answer
-  slow SECS   the answer comes after SECS seconds
-  error       503 with a registry error body
-  notfound    404 with error code 40403, for every id
-Every GET /schemas/ids/{id} is appended to --log as "GET <id> <fault>".
+  down         the connection is closed without an answer
+  slow SECS    the answer comes after SECS seconds
+  trickle SECS the answer's headers, then its body one byte a second for
+               SECS seconds (30 by default), then the rest
+  error        503 with a registry error body
+  notfound     404 with error code 40403, for every id
+  html         200 with an HTML maintenance page
+Every GET /schemas/ids/{id} is appended to --log as "GET <id> <fault>",
+every GET of a subject's version as "SUBJECT <subject> <version>".
 With --user and --password, schema fetches need HTTP basic authentication
 with them (401 otherwise, logged as fault "unauthorized"); with --cert and
 --key, it serves HTTPS, and with --client-ca too, only to clients whose
@@ -32,13 +44,16 @@ import ssl
 import re
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
-SCHEMAS = {}    # id -> schema text
-IDS = {}        # schema text -> id
-SUBJECTS = {}   # subject -> [ids]
+SCHEMAS = {}    # id -> (schema text, references)
+IDS = {}        # (schema text, references as JSON) -> id
+SUBJECTS = {}   # subject -> [ids], version N at index N-1
 ARGS = None
+MAINTENANCE = b"<html><head><title>503</title></head><body><h1>Down for maintenance</h1>" \
+    b"<p>Back soon.</p></body></html>\n"
 
 
 def fault():
@@ -63,26 +78,82 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def log_line(self, line):
+        if ARGS.log:
+            with LOCK, open(ARGS.log, 'a') as log:
+                log.write(line + '\n')
+
     def do_POST(self):
-        m = re.fullmatch(r'/subjects/([^/]+)/versions', self.path)
         length = int(self.headers.get('Content-Length', '0'))
-        body = json.loads(self.rfile.read(length) or b'{}')
+        raw = self.rfile.read(length)
+        if self.path == '/admin/rebuild':
+            with LOCK:
+                SCHEMAS.clear()
+                IDS.clear()
+                SUBJECTS.clear()
+            self.answer(200, {})
+            return
+        m = re.fullmatch(r'/subjects/([^/]+)/versions', self.path)
+        body = json.loads(raw or b'{}')
         if not m or not isinstance(body.get('schema'), str):
             self.answer(422, {'error_code': 42201, 'message': 'Invalid schema'})
             return
+        refs = body.get('references') or []
         with LOCK:
-            text = body['schema']
-            if text not in IDS:
-                IDS[text] = len(SCHEMAS) + 1
-                SCHEMAS[IDS[text]] = text
-            SUBJECTS.setdefault(m.group(1), []).append(IDS[text])
-            sid = IDS[text]
+            ident = (body['schema'], json.dumps(refs, sort_keys=True))
+            if ident not in IDS:
+                IDS[ident] = len(SCHEMAS) + 1
+                SCHEMAS[IDS[ident]] = (body['schema'], refs)
+            versions = SUBJECTS.setdefault(urllib.parse.unquote(m.group(1)), [])
+            if IDS[ident] not in versions:
+                versions.append(IDS[ident])
+            sid = IDS[ident]
         self.answer(200, {'id': sid})
+
+    def schema_answer(self, sid, extra=None):
+        text, refs = SCHEMAS[sid]
+        out = dict(extra or {}, schema=text)
+        if refs:
+            out['references'] = refs
+        return out
+
+    def subject_version(self, subject, version):
+        self.log_line('SUBJECT %s %d' % (subject, version))
+        with LOCK:
+            versions = SUBJECTS.get(subject)
+            if versions is None:
+                self.answer(404, {'error_code': 40401, 'message': 'Subject not found.'})
+                return
+            if not 1 <= version <= len(versions):
+                self.answer(404, {'error_code': 40402, 'message': 'Version not found.'})
+                return
+            sid = versions[version - 1]
+            body = self.schema_answer(sid, {'subject': subject, 'version': version, 'id': sid})
+        self.answer(200, body)
+
+    def trickle(self, body, secs):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/vnd.schemaregistry.v1+json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        try:
+            for i in range(min(secs, len(data) - 1)):
+                self.wfile.write(data[i:i + 1])
+                self.wfile.flush()
+                time.sleep(1)
+            self.wfile.write(data[min(secs, len(data) - 1):])
+        except OSError:
+            pass
 
     def do_GET(self):
         if self.path == '/subjects':
             with LOCK:
                 self.answer(200, sorted(SUBJECTS))
+            return
+        m = re.fullmatch(r'/subjects/([^/]+)/versions/([0-9]+)', self.path)
+        if m:
+            self.subject_version(urllib.parse.unquote(m.group(1)), int(m.group(2)))
             return
         m = re.fullmatch(r'/schemas/ids/([0-9]+)', self.path)
         if not m:
@@ -93,9 +164,7 @@ class Handler(BaseHTTPRequestHandler):
             want = 'Basic ' + base64.b64encode(('%s:%s' % (ARGS.user, ARGS.password)).encode()).decode()
             if self.headers.get('Authorization') != want:
                 f = 'unauthorized'
-        if ARGS.log:
-            with LOCK, open(ARGS.log, 'a') as log:
-                log.write('GET %d %s\n' % (sid, f or 'ok'))
+        self.log_line('GET %d %s' % (sid, f or 'ok'))
         if f == 'down':
             self.close_connection = True
             self.connection.close()
@@ -108,12 +177,22 @@ class Handler(BaseHTTPRequestHandler):
         if f == 'error':
             self.answer(503, {'error_code': 50302, 'message': 'Store is not available'})
             return
+        if f == 'html':
+            self.send_response(200)
+            self.send_header('Content-Type', 'text/html')
+            self.send_header('Content-Length', str(len(MAINTENANCE)))
+            self.end_headers()
+            self.wfile.write(MAINTENANCE)
+            return
         with LOCK:
-            text = SCHEMAS.get(sid)
-        if text is None or f == 'notfound':
+            body = self.schema_answer(sid) if sid in SCHEMAS else None
+        if body is None or f == 'notfound':
             self.answer(404, {'error_code': 40403, 'message': 'Schema %d not found' % sid})
             return
-        self.answer(200, {'schema': text})
+        if f.startswith('trickle'):
+            self.trickle(body, int(f.split()[1]) if len(f.split()) > 1 else 30)
+            return
+        self.answer(200, body)
 
 
 def main():

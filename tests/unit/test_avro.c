@@ -78,11 +78,51 @@ static void hash_of(const char *text, char hex[DD_HASH_HEX_LEN + 1])
     dd_json_doc_destroy(doc);
 }
 
+/* Records under one schema each, with the text each decodes into. */
+typedef struct {
+    const char *schema, *hex, *text;
+} text_vec_t;
+
+static void expect_texts(const text_vec_t *v, size_t n)
+{
+    char err[300], *text;
+
+    for (size_t i = 0; i < n; i++) {
+        dd_avro_schema_t *s = schema_of(v[i].schema);
+        text = decode_hex(s, v[i].hex, err, sizeof(err));
+        ck_assert_msg(text, "%s %s: %s", v[i].schema, v[i].hex, err);
+        ck_assert_str_eq(text, v[i].text);
+        free(text);
+        dd_avro_schema_destroy(s);
+    }
+}
+
+/* Records under schema s, with their texts and the hashes of those; no
+ * two hashes alike. */
+typedef struct {
+    const char *hex, *text, *sha;
+} hash_vec_t;
+
+static void expect_hashes(const dd_avro_schema_t *s, const hash_vec_t *v, size_t n)
+{
+    char err[300], hex[16][DD_HASH_HEX_LEN + 1];
+
+    ck_assert_uint_le(n, 16);
+    for (size_t i = 0; i < n; i++) {
+        char *text = decode_hex(s, v[i].hex, err, sizeof(err));
+        ck_assert_msg(text, "vector %zu: %s", i, err);
+        ck_assert_str_eq(text, v[i].text);
+        hash_of(text, hex[i]);
+        ck_assert_str_eq(hex[i], v[i].sha);
+        for (size_t k = 0; k < i; k++)
+            ck_assert_str_ne(hex[k], hex[i]);
+        free(text);
+    }
+}
+
 START_TEST(test_vectors)
 {
-    static const struct {
-        const char *hex, *text, *sha;
-    } v[] = {
+    static const hash_vec_t v[] = {
         {"046d31828080808080802004fb3200009a9999999999b93f0000c03f010406613a6204c3a90002027801"
          "000600ff2201020304",
          "{\"merchant_id\":\"m1\",\"order_no\":9007199254740993,\"amount\":-12.30,\"currency\":"
@@ -102,16 +142,9 @@ START_TEST(test_vectors)
          "6ee3310983ea0cedc9ea50dfe305c2e0bd1d471b4297df2a50078242bf31147c"},
     };
     dd_avro_schema_t *s = schema_of(payment_schema);
-    char err[300], hex[DD_HASH_HEX_LEN + 1];
+    char err[300];
 
-    for (size_t i = 0; i < DD_ARRAY_LEN(v); i++) {
-        char *text = decode_hex(s, v[i].hex, err, sizeof(err));
-        ck_assert_msg(text, "vector %zu: %s", i, err);
-        ck_assert_str_eq(text, v[i].text);
-        hash_of(text, hex);
-        ck_assert_str_eq(hex, v[i].sha);
-        free(text);
-    }
+    expect_hashes(s, v, DD_ARRAY_LEN(v));
     /* the second vector as written, with U+0000 in the note: refused at the NUL */
     ck_assert_ptr_null(decode_hex(
         s, "046d31828080808080802002050002067800799c7500883ce4377effff7f7f0100000600ff2201020304",
@@ -125,9 +158,7 @@ END_TEST
  * and length (more than one 48-byte piece too). */
 START_TEST(test_bytes)
 {
-    static const struct {
-        const char *schema, *hex, *text;
-    } v[] = {
+    static const text_vec_t v[] = {
         {"\"bytes\"", "00", "\"\""},
         {"\"bytes\"", "0200", "\"AA==\""},
         {"\"bytes\"", "040000", "\"AAA=\""},
@@ -142,16 +173,7 @@ START_TEST(test_bytes)
          "\"AAAAAAAAQACAAAAAAAAAAA==\""},
         {"{\"type\":\"map\",\"values\":\"bytes\"}", "02026b04000000", "{\"k\":\"AAA=\"}"},
     };
-    char err[300], *text;
-
-    for (size_t i = 0; i < DD_ARRAY_LEN(v); i++) {
-        dd_avro_schema_t *s = schema_of(v[i].schema);
-        text = decode_hex(s, v[i].hex, err, sizeof(err));
-        ck_assert_msg(text, "%s %s: %s", v[i].schema, v[i].hex, err);
-        ck_assert_str_eq(text, v[i].text);
-        free(text);
-        dd_avro_schema_destroy(s);
-    }
+    expect_texts(v, DD_ARRAY_LEN(v));
 }
 END_TEST
 
@@ -209,9 +231,7 @@ END_TEST
 /* Numbers: ints in range, floats as the shortest text reading back. */
 START_TEST(test_numbers)
 {
-    static const struct {
-        const char *schema, *hex, *text;
-    } v[] = {
+    static const text_vec_t v[] = {
         {"\"int\"", "feffffff0f", "2147483647"},
         {"\"int\"", "ffffffff0f", "-2147483648"},
         {"\"long\"", "feffffffffffffffff01", "9223372036854775807"},
@@ -223,16 +243,7 @@ START_TEST(test_numbers)
         {"\"boolean\"", "00", "false"},
         {"\"null\"", "", "null"},
     };
-    char err[300], *text;
-
-    for (size_t i = 0; i < DD_ARRAY_LEN(v); i++) {
-        dd_avro_schema_t *s = schema_of(v[i].schema);
-        text = decode_hex(s, v[i].hex, err, sizeof(err));
-        ck_assert_msg(text, "%s %s: %s", v[i].schema, v[i].hex, err);
-        ck_assert_str_eq(text, v[i].text);
-        free(text);
-        dd_avro_schema_destroy(s);
-    }
+    expect_texts(v, DD_ARRAY_LEN(v));
 }
 END_TEST
 
@@ -362,7 +373,9 @@ START_TEST(test_bad_schemas)
     } v[] = {
         {"\"Nope\"", "unknown type \"Nope\""},
         {"[\"null\",[\"int\"]]", "a union inside a union"},
-        {"[\"int\",\"int\"]", "a union with two branches of type (unnamed)"},
+        {"[\"int\",\"int\"]", "a union with two branches of type int"},
+        {"[\"null\",{\"type\":\"enum\",\"name\":\"a.E\",\"symbols\":[\"X\"]},\"a.E\"]",
+         "a union with two branches of type a.E"},
         {"{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\"},"
          "{\"name\":\"a\",\"type\":\"long\"}]}",
          "field \"a\" twice in one record"},
@@ -376,7 +389,14 @@ START_TEST(test_bad_schemas)
         {"{\"type\":\"fixed\",\"name\":\"F\"}", "fixed \"F\" without a valid size"},
         {"{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":2000,\"scale\":1001}",
          NULL}, /* scale past the limit: the annotation is ignored */
-        {"{", "the schema is not JSON"},
+        {"{", "the schema is not JSON: unexpected end of text (expected a member name in double "
+              "quotes) at byte 1"},
+        /* one library reads the first, another the last */
+        {"{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":4,\"scale\":2,"
+         "\"scale\":0}",
+         "the schema is not JSON: duplicate member name \"scale\" (first at byte 54) at byte 64"},
+        {"{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"B\",\"A\",\"C\",\"A\"]}",
+         "symbol \"A\" twice in one enum"},
     };
     char err[300];
 
@@ -442,6 +462,238 @@ START_TEST(test_evolution)
 }
 END_TEST
 
+/* Unions: where two branches could write different values as one JSON
+ * text (a string and bytes, a float and a double, an enum and a string,
+ * records of one name in two namespaces), the value is written under its
+ * branch's name; ["null", X] stays X's value or null. The records were
+ * written by python3-avro, each union's branch chosen explicitly (as a
+ * Java producer's datum class chooses it); every text differs from every
+ * other, and so does every hash (python3's json and hashlib computed the
+ * expected ones from the texts). */
+static const char union_schema[] =
+    "{\"type\": \"record\", \"name\": \"Payment\", \"namespace\": \"com.example\", \"fields\": ["
+    "{\"name\": \"id\", \"type\": \"string\"}, {\"name\": \"note\", \"type\": [\"null\", "
+    "\"string\"]}, {\"name\": \"ref\", \"type\": [\"null\", \"string\", \"bytes\"]}, {\"name\": "
+    "\"fee\", \"type\": [\"float\", \"double\"]}, {\"name\": \"cur\", \"type\": [{\"type\": "
+    "\"enum\", \"name\": \"Currency\", \"symbols\": [\"EUR\", \"USD\"]}, \"string\"]}, {\"name\": "
+    "\"party\", \"type\": [{\"type\": \"record\", \"name\": \"Party\", \"namespace\": "
+    "\"com.example.bank\", \"fields\": [{\"name\": \"id\", \"type\": \"string\"}]}, {\"type\": "
+    "\"record\", \"name\": \"Party\", \"namespace\": \"com.example.shop\", \"fields\": [{\"name\": "
+    "\"id\", \"type\": \"string\"}]}]}]}";
+
+START_TEST(test_union_branches)
+{
+    static const hash_vec_t v[] = {
+        {"047031000002000000000000e03f000000047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":null,\"fee\":{\"double\":0.5},\"cur\":{"
+         "\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":\"u1\"}}"
+         "}",
+         "fbd97cc7dd93f5c3b2b90d69ff877775cb890a5fe262dc4f8c50d96dcb87abc7"},
+        {"0470310002084150386902000000000000e03f000000047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":{\"string\":\"AP8i\"},\"fee\":{\"double\":0.5},"
+         "\"cur\":{\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":"
+         "\"u1\"}}}",
+         "a543722f67bfb5a517e2a67657e9b9ec68845d1f173d436370b73ffbbfccafcf"},
+        {"04703100040600ff2202000000000000e03f000000047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":{\"bytes\":\"AP8i\"},\"fee\":{\"double\":0.5},"
+         "\"cur\":{\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":"
+         "\"u1\"}}}",
+         "01b7bcde3095aed63d7be21ed1be3c7fdc966b1edfde50143100ccd9270380ee"},
+        {"047031000000cdcccc3d000000047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":null,\"fee\":{\"float\":0.1},\"cur\":{"
+         "\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":\"u1\"}}"
+         "}",
+         "b07a3bdf889a012999d5ef7d781a91ec789f7d3094947fa9991d3531ebd9a5bb"},
+        {"0470310000029a9999999999b93f000000047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":null,\"fee\":{\"double\":0.1},\"cur\":{"
+         "\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":\"u1\"}}"
+         "}",
+         "f522dbc82f476f0ebc7b3fe29fd2afdb1d914b27b7fa4987df0c4b712755e641"},
+        {"047031000002000000000000e03f020645555200047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":null,\"fee\":{\"double\":0.5},\"cur\":{\"string\":"
+         "\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":\"u1\"}}}",
+         "7e404560b3206749839dd54cf36117eeb36b0ce939a847be1eb20e336ad7338f"},
+        {"047031000002000000000000e03f000002047531",
+         "{\"id\":\"p1\",\"note\":null,\"ref\":null,\"fee\":{\"double\":0.5},\"cur\":{"
+         "\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.shop.Party\":{\"id\":\"u1\"}}"
+         "}",
+         "bca82ca8d49f8e47c50dc7f735248323c354d93cd133eb0cdddbc2af9b54ea3b"},
+        {"0470310202780002000000000000e03f000000047531",
+         "{\"id\":\"p1\",\"note\":\"x\",\"ref\":null,\"fee\":{\"double\":0.5},\"cur\":{"
+         "\"com.example.Currency\":\"EUR\"},\"party\":{\"com.example.bank.Party\":{\"id\":\"u1\"}}"
+         "}",
+         "67b7b073f5537353aee4976029e4986eb5f4d29a8859bef4c6b849e72d53b0ac"},
+    };
+    dd_avro_schema_t *s = schema_of(union_schema);
+    unsigned char bad[5];
+    char err[300], *text;
+    size_t len;
+
+    expect_hashes(s, v, DD_ARRAY_LEN(v));
+    /* a branch the union does not have, at byte 9 of the message (its
+     * header counts), as the dead letter says */
+    unhex("0470310006", bad);
+    ck_assert_int_eq(
+        dd_avro_decode(s, bad, 5, DD_AVRO_HEADER_LEN, 1 << 20, &text, &len, err, sizeof(err)),
+        DD_ERR_PERMANENT);
+    ck_assert_str_eq(err, "union branch index 3, the union has 3 at byte 9");
+    dd_avro_schema_destroy(s);
+}
+END_TEST
+
+/* Unions that cannot write two values as one text stay untagged, so the
+ * records under them decode as before; one branch more of a kind already
+ * there tags them. */
+START_TEST(test_union_untagged)
+{
+    static const text_vec_t v[] = {
+        {"[\"null\",\"string\"]", "020278", "\"x\""},
+        {"[\"string\",\"null\"]", "0000", "\"\""},
+        {"[\"null\",\"string\",\"long\",\"boolean\"]", "0414", "10"},
+        {"[\"string\",\"long\",{\"type\":\"array\",\"items\":\"int\"},{\"type\":\"map\","
+         "\"values\":\"int\"}]",
+         "04020200", "[1]"},
+        {"[\"null\",\"int\",\"long\"]", "0414", "{\"long\":10}"},
+        {"[\"null\",\"boolean\",\"int\",\"long\"]", "0201", "{\"boolean\":true}"},
+        {"[\"null\",{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":4,\"scale\":2},"
+         "\"string\"]",
+         "020405dc", "15.00"},
+        {"[\"null\",{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":4,\"scale\":2},"
+         "\"int\"]",
+         "020405dc", "{\"bytes\":15.00}"},
+        {"[{\"type\":\"map\",\"values\":\"int\"},{\"type\":\"record\",\"name\":\"R\",\"fields\":[]}"
+         "]",
+         "02", "{\"R\":{}}"},
+    };
+    expect_texts(v, DD_ARRAY_LEN(v));
+}
+END_TEST
+
+static void fingerprint_hex(const char *json, char out[65])
+{
+    dd_avro_schema_t *s = schema_of(json);
+
+    for (int i = 0; i < DD_AVRO_FINGERPRINT_LEN; i++)
+        snprintf(out + 2 * i, 3, "%02x", dd_avro_schema_fingerprint(s)[i]);
+    dd_avro_schema_destroy(s);
+}
+
+/* Fingerprints: python3-avro's SHA-256 of the Parsing Canonical Form for a
+ * schema without decimals; what does not change the decoding (spacing,
+ * the order of attributes, docs, aliases, defaults, a namespace written
+ * out) does not change it; what does (a decimal's scale, a field's order,
+ * a symbol) does. */
+START_TEST(test_fingerprint)
+{
+    static const char *const same[] = {
+        "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"a\",\"fields\":[{\"name\":\"x\","
+        "\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,\"scale\":2}},"
+        "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\"]}},"
+        "{\"name\":\"e2\",\"type\":\"E\"}]}",
+        "{ \"fields\": [ {\"doc\": \"d\", \"type\": {\"scale\": 2, \"precision\": 9, "
+        "\"logicalType\": \"decimal\", \"type\": \"bytes\"}, \"name\": \"x\", \"default\": \"\"},"
+        " {\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"a.E\",\"symbols\":[\"A\"]}},"
+        "{\"name\":\"e2\",\"type\":\"a.E\"}], \"name\": \"a.R\", \"aliases\": [\"Q\"], \"type\": "
+        "\"record\" }",
+    };
+    static const char *const other[] = {
+        /* scale 0 */
+        "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"a\",\"fields\":[{\"name\":\"x\","
+        "\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,\"scale\":0}},"
+        "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\"]}},"
+        "{\"name\":\"e2\",\"type\":\"E\"}]}",
+        /* no decimal */
+        "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"a\",\"fields\":[{\"name\":\"x\","
+        "\"type\":\"bytes\"},{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\","
+        "\"symbols\":[\"A\"]}},{\"name\":\"e2\",\"type\":\"E\"}]}",
+        /* another symbol */
+        "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"a\",\"fields\":[{\"name\":\"x\","
+        "\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,\"scale\":2}},"
+        "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"B\"]}},"
+        "{\"name\":\"e2\",\"type\":\"E\"}]}",
+        /* fields in another order */
+        "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"a\",\"fields\":["
+        "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\"]}},"
+        "{\"name\":\"x\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":9,"
+        "\"scale\":2}},{\"name\":\"e2\",\"type\":\"E\"}]}",
+    };
+    char a[65], b[65];
+
+    fingerprint_hex(union_schema, a);
+    ck_assert_str_eq(a, "058b5d981ff55324ca0e457fb2600146ae9146ea1e2558f84b4032d6273009e3");
+    fingerprint_hex(same[0], a);
+    fingerprint_hex(same[1], b);
+    ck_assert_str_eq(a, b);
+    for (size_t i = 0; i < DD_ARRAY_LEN(other); i++) {
+        fingerprint_hex(other[i], b);
+        ck_assert_msg(strcmp(a, b) != 0, "%s", other[i]);
+    }
+}
+END_TEST
+
+/* Schema references: named types of other schemas, parsed before the
+ * writer schema, each failure naming the reference. */
+START_TEST(test_refs)
+{
+    static const char currency[] = "{\"type\":\"enum\",\"name\":\"com.example.Currency\","
+                                   "\"symbols\":[\"EUR\",\"USD\"]}";
+    static const char money[] =
+        "{\"type\":\"record\",\"name\":\"Money\",\"namespace\":\"com.example\",\"fields\":["
+        "{\"name\":\"units\",\"type\":\"long\"},{\"name\":\"currency\",\"type\":\"Currency\"}]}";
+    static const char payment[] = "{\"type\":\"record\",\"name\":\"Payment\",\"fields\":[{\"name\":"
+                                  "\"id\",\"type\":\"string\"},{\"name\":\"amount\",\"type\":"
+                                  "\"com.example.Money\"}]}";
+    dd_avro_text_t refs[] = {{currency, strlen(currency), "subject currency version 1"},
+                             {money, strlen(money), "subject money version 2"}};
+    dd_avro_schema_t *s = NULL;
+    char err[300], *text;
+
+    ck_assert_int_eq(dd_avro_schema_new(&s, payment, strlen(payment), err, sizeof(err)),
+                     DD_ERR_PERMANENT);
+    ck_assert_str_eq(err, "unknown type \"com.example.Money\"");
+    ck_assert_int_eq(
+        dd_avro_schema_new_refs(&s, refs + 1, 1, payment, strlen(payment), err, sizeof(err)),
+        DD_ERR_PERMANENT);
+    ck_assert_str_eq(err, "subject money version 2: unknown type \"Currency\"");
+    ck_assert_int_eq(
+        dd_avro_schema_new_refs(&s, refs, 2, payment, strlen(payment), err, sizeof(err)), 0);
+    text = decode_hex(s, "047031960102", err, sizeof(err));
+    ck_assert_msg(text, "%s", err);
+    ck_assert_str_eq(text, "{\"id\":\"p1\",\"amount\":{\"units\":75,\"currency\":\"USD\"}}");
+    free(text);
+    dd_avro_schema_destroy(s);
+}
+END_TEST
+
+/* A schema of 120,000 named types parses in well under a second: names
+ * are looked up in a tree, not compared with every earlier one (which
+ * took minutes). */
+START_TEST(test_large_schema)
+{
+    enum { N = 120000 };
+    size_t cap = (size_t)N * 80 + 100, len = 0;
+    char *json = malloc(cap), err[300];
+    dd_avro_schema_t *s = NULL;
+    int64_t t0;
+
+    ck_assert_ptr_nonnull(json);
+    len += (size_t)snprintf(json + len, cap - len,
+                            "{\"type\":\"record\",\"name\":\"Big\","
+                            "\"fields\":[");
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(json + len, cap - len,
+                                "%s{\"name\":\"f%d\",\"type\":{\"type\":\"enum\",\"name\":\"E%d\","
+                                "\"symbols\":[\"A\"]}}",
+                                i ? "," : "", i, i);
+    len += (size_t)snprintf(json + len, cap - len, "]}");
+    t0 = dd_now_ms();
+    ck_assert_msg(dd_avro_schema_new(&s, json, len, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(dd_now_ms() - t0 < 20000, "%lld ms", (long long)(dd_now_ms() - t0));
+    dd_avro_schema_destroy(s);
+    free(json);
+}
+END_TEST
+
 static Suite *avro_suite(void)
 {
     Suite *s = suite_create("avro");
@@ -457,6 +709,11 @@ static Suite *avro_suite(void)
     tcase_add_test(tc, test_frame);
     tcase_add_test(tc, test_bad_schemas);
     tcase_add_test(tc, test_evolution);
+    tcase_add_test(tc, test_union_branches);
+    tcase_add_test(tc, test_union_untagged);
+    tcase_add_test(tc, test_fingerprint);
+    tcase_add_test(tc, test_refs);
+    tcase_add_test(tc, test_large_schema);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -125,6 +125,30 @@ START_TEST(test_password)
 }
 END_TEST
 
+/* Basic authentication over http:// only when the file says so, refused
+ * at the file's line otherwise. */
+START_TEST(test_cleartext_auth)
+{
+    dd_conf_t *conf;
+
+    fails_with(HEAD DEDUP("") "schema_registry = { url = \"http://r:8081\";\n user = \"u\"; "
+                              "password = \"s3cret\"; };\n",
+               "dedupd.conf:6: setting schema_registry.user: user and password would cross the "
+               "network in clear "
+               "text to an http:// URL: use https://, or set schema_registry.cleartext_auth = "
+               "true");
+    ck_assert_ptr_null(strstr(errstr, "s3cret"));
+    conf = load_ok(HEAD DEDUP("") "schema_registry = { url = \"http://r:8081\"; user = \"u\"; "
+                                  "password = \"s3cret\"; cleartext_auth = true; };\n");
+    ck_assert_int_eq(conf->schema_registry.cleartext_auth, 1);
+    dd_conf_destroy(conf);
+    conf = load_ok(HEAD DEDUP("") "schema_registry = { url = \"HTTPS://r\"; user = \"u\"; };\n");
+    dd_conf_destroy(conf);
+    conf = load_ok(HEAD DEDUP("") "schema_registry = { url = \"http://r\"; };\n");
+    dd_conf_destroy(conf);
+}
+END_TEST
+
 static Suite *conf_registry_suite(void)
 {
     Suite *s = suite_create("conf_registry");
@@ -135,6 +159,7 @@ static Suite *conf_registry_suite(void)
     tcase_add_test(tc, test_avro_needs_registry);
     tcase_add_test(tc, test_urls);
     tcase_add_test(tc, test_password);
+    tcase_add_test(tc, test_cleartext_auth);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -432,6 +432,19 @@ START_TEST(test_utf8)
 }
 END_TEST
 
+/* An empty object as the first thing a fresh document holds (no member
+ * array yet): no pointer arithmetic on NULL (UBSan's build checks). */
+START_TEST(test_empty_object_first)
+{
+    dd_json_doc_t *fresh = dd_json_doc_new();
+
+    ck_assert_int_eq(dd_json_parse(fresh, "{}", 2, NULL, 0), 0);
+    ck_assert_int_eq(dd_json_root(fresh)->type, DD_JSON_OBJECT);
+    ck_assert_uint_eq(dd_json_root(fresh)->len, 0);
+    dd_json_doc_destroy(fresh);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -446,6 +459,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_big_object);
     tcase_add_test(tc, test_number_parts);
     tcase_add_test(tc, test_reuse);
+    tcase_add_test(tc, test_empty_object_first);
     tcase_add_test(tc, test_utf8);
     suite_add_tcase(s, tc);
     return s;

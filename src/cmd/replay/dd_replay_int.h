@@ -35,6 +35,7 @@
 #include "dd_registry.h"
 #include "dd_replay.h"
 #include "dd_routes.h"
+#include "dd_schemafp.h"
 
 #define DD_REPLAY_BATCH 500        /* messages judged per round of lookups */
 #define DD_REPLAY_MAX_PENDING 2000 /* --apply: items handed to the lane, not yet back */
@@ -229,6 +230,7 @@ struct dd_replay {
     int topic_cnt;
     dd_json_doc_t *doc;      /* the message being parsed */
     dd_registry_t *registry; /* the writer schemas of avro routes, or NULL */
+    dd_schemafp_t schemafp;  /* how it checks their fingerprints */
     rd_kafka_t *rk;
     dd_db_t *db; /* shard 0's: the temporary tables, and shard 0's lookups */
     /* Each shard's connection for its lookups, and with --orphans its

@@ -85,12 +85,28 @@ static int dd_replay_check_shard(dd_replay_t *rp, int s, char *errstr, size_t er
                                      (rp->args->apply ? DD_GRANTS_CLAIM : 0),
                                  errstr, errstr_size);
     }
+    if (!rc && dd_conf_reads_avro(conf))
+        rc = dd_schemafp_check(rp->sdb[s], conf, rp->args->apply, errstr, errstr_size);
     if (rc && conf->shard_cnt > 1) {
         char msg[800];
         snprintf(msg, sizeof(msg), "%.700s", errstr);
         snprintf(errstr, errstr_size, "shard %d: %s", s, msg);
     }
     return rc;
+}
+
+/* The registry, waiting for each fetch; a schema is checked against the
+ * database's record of its id's fingerprint, recorded with --apply. */
+static int dd_replay_registry(dd_replay_t *rp, char *errstr, size_t errstr_size)
+{
+    const dd_conf_t *conf = rp->conf;
+    dd_registry_opts_t opts = {.backoff_initial_ms = conf->retry.backoff_initial_ms,
+                               .backoff_max_ms = conf->retry.backoff_max_ms,
+                               .verify = dd_schemafp_verify,
+                               .verify_opaque = &rp->schemafp};
+
+    rp->schemafp = (dd_schemafp_t){conf, rp->args->apply};
+    return dd_registry_new(&rp->registry, &conf->schema_registry, &opts, errstr, errstr_size);
 }
 
 int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
@@ -112,8 +128,7 @@ int dd_replay_setup(dd_replay_t *rp, char *errstr, size_t errstr_size)
         dd_errstr_set(errstr, errstr_size, "out of memory");
         rc = DD_ERR_NOMEM;
     }
-    if (!rc && conf->schema_registry.url)
-        rc = dd_registry_new(&rp->registry, &conf->schema_registry, errstr, errstr_size);
+    if (!rc && conf->schema_registry.url) rc = dd_replay_registry(rp, errstr, errstr_size);
     if (!rc) rc = dd_db_new_shard(&rp->db, conf, 0, errstr, errstr_size);
     if (!rc) rp->sdb[0] = rp->db;
     for (int s = 1; !rc && s < conf->shard_cnt; s++)

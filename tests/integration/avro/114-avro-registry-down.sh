@@ -38,8 +38,7 @@ tb_produce <"$TB_DIR/a.txt" 2>/dev/null || tb_die "produce failed"
 
 tb_start run
 pid=$TB_LAST_PID
-_at_end() { [[ "$(tb_committed tg payments)" == "$(tb_watermarks payments | awk '{print $1, $3}')" ]]; }
-tb_wait_until 60 "the first half applied and committed" _at_end || tb_die "first half not committed"
+tb_wait_until 60 "the first half applied and committed" tb_at_end payments || tb_die "first half not committed"
 before=$(tb_committed tg payments)
 
 tb_registry_fault down
@@ -55,8 +54,7 @@ case "$body" in
 esac
 # the JSON route is not held up
 tb_produce side <"$TB_DIR/stream.txt" 2>/dev/null || tb_die "produce side failed"
-_side_at_end() { [[ "$(tb_committed tg side)" == "$(tb_watermarks side | awk '{print $1, $3}')" ]]; }
-tb_wait_until 60 "the JSON route's payments applied while the Avro route waits" _side_at_end ||
+tb_wait_until 60 "the JSON route's payments applied while the Avro route waits" tb_at_end side ||
   tb_not_ok "the JSON route goes on while the Avro route waits"
 tb_expect_ledger "$TB_DIR/expect.json" j_
 tb_registry_fault slow 3
@@ -70,7 +68,7 @@ tb_eq "nothing dead-lettered while waiting" "" "$(tb_dlq_reasons; tb_dlq_reasons
 kill -0 "$pid" 2>/dev/null && tb_ok "dedupd still runs" || tb_not_ok "dedupd still runs"
 
 tb_registry_fault
-tb_wait_until 60 "everything applied and committed" _at_end || tb_die "second half not committed"
+tb_wait_until 60 "everything applied and committed" tb_at_end payments || tb_die "second half not committed"
 th_wait_status 20 200 /readyz || tb_not_ok "/readyz back to 200: $(th_body /readyz)"
 tb_stop "$pid" || tb_not_ok "dedupd exits 0 on SIGTERM"
 tb_expect_ledger "$TB_DIR/expect.json"

@@ -41,3 +41,18 @@ tb_registry_gets() {
 
 # tb_avro ARGS...: avro-produce.py against the test registry (stdin, stdout).
 tb_avro() { python3 "$DD_TEST_SRC_DIR/tests/tools/avro-produce.py" --registry "$TB_REGISTRY_URL" "$@"; }
+
+# tb_avro_config [LINES...]: a configuration (tb_config) of one route in
+# format avro on the test registry, its schema_registry.timeout
+# TB_REGISTRY_TIMEOUT (2s), with LINES after it.
+tb_avro_config() {
+  TB_DEDUP_EXTRA='format = "avro";' tb_config "$TB_CONF" \
+    "schema_registry = { url = \"$TB_REGISTRY_URL\"; timeout = \"${TB_REGISTRY_TIMEOUT:-2s}\"; };" "$@"
+}
+
+# tb_at_end [TOPIC]: succeeds when the group's committed offsets of TOPIC
+# are its end offsets.
+tb_at_end() {
+  local t="${1:-$TB_TOPIC}"
+  [[ "$(tb_committed "${TB_GROUP:-tg}" "$t")" == "$(tb_watermarks "$t" | awk '{print $1, $3}')" ]]
+}
