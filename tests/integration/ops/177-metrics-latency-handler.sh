@@ -44,6 +44,19 @@ rl() { echo "$1{route=\"default\"${2:+,$2}}"; }
 e2e() { th_metric "$(rl dedupd_end_to_end_seconds_bucket "le=\"$1\"")"; }
 p2c() { th_metric "$(rl dedupd_poll_to_commit_seconds_bucket "le=\"$1\"")"; }
 hm() { th_metric "$(rl "dedupd_handler_th_metrics_$1" "${2:-}")"; }
+# hm_is WANT NAME [LABELS]: the handler's series is WANT; at least WANT
+# when a batch was rolled back and run again (a deadlock between the
+# lanes), which calls the handler again, and counts again.
+hm_is() {
+  local got
+  got=$(hm "$2" "${3:-}")
+  echo "# $2{${3:-}} = $got"
+  if [[ "$(th_metric 'dedupd_db_errors_total{class="retriable"}')" == 0 ]]; then
+    [[ "$got" == "$1" ]]
+  else
+    awk -v g="$got" -v w="$1" 'BEGIN { exit !(g != "" && g >= w) }'
+  fi
+}
 _consumed() {
   th_scrape
   [[ "$(th_metric "$(rl dedupd_messages_total)")" == "$1" && "$(th_metric dedupd_inflight_messages)" == 0 ]]
@@ -63,27 +76,17 @@ tb_eq "poll to commit: every message" 61 "$(th_metric "$(rl dedupd_poll_to_commi
 tb_eq "poll to commit: all within 60 s" 61 "$(p2c 60)"
 tb_check "histograms typed" grep -q '^# TYPE dedupd_poll_to_commit_seconds histogram$' "$TB_DIR/metrics.txt"
 
-# The handler's metrics: one call per applied message (when no batch was
-# replayed: a replay calls the handler again, and counts again).
-replays=$(th_metric 'dedupd_db_errors_total{class="retriable"}')
-calls=$(hm calls_total)
-if [[ "$replays" == 0 ]]; then
-  tb_eq "handler: calls_total = applied" 51 "$calls"
-else
-  tb_check "handler: calls_total >= applied ($replays batch(es) replayed)" test "$calls" -ge 51
-  calls=51
-fi
-if [[ "$calls" == 51 && "$replays" == 0 ]]; then
-  tb_eq "handler: kind a" 20 "$(hm messages_total 'kind="a"')"
-  tb_eq "handler: kind b" 20 "$(hm messages_total 'kind="b"')"
-  tb_eq "handler: kind old" 10 "$(hm messages_total 'kind="old"')"
-  tb_eq "handler: kind future" 1 "$(hm messages_total 'kind="future"')"
-  tb_eq "handler: amount <= 1" 10 "$(hm amount_bucket 'le="1"')"
-  tb_eq "handler: amount <= 10 (the old ones' 5s too)" 30 "$(hm amount_bucket 'le="10"')"
-  tb_eq "handler: amount <= 100" 40 "$(hm amount_bucket 'le="100"')"
-  tb_eq "handler: amounts" 50 "$(hm amount_count)"
-  tb_eq "handler: their sum" 5605 "$(hm amount_sum)"
-fi
+# The handler's metrics: one call per applied message.
+tb_check "handler: calls_total = applied" hm_is 51 calls_total
+tb_check "handler: kind a" hm_is 20 messages_total 'kind="a"'
+tb_check "handler: kind b" hm_is 20 messages_total 'kind="b"'
+tb_check "handler: kind old" hm_is 10 messages_total 'kind="old"'
+tb_check "handler: kind future" hm_is 1 messages_total 'kind="future"'
+tb_check "handler: amount <= 1" hm_is 10 amount_bucket 'le="1"'
+tb_check "handler: amount <= 10 (the old ones' 5s too)" hm_is 30 amount_bucket 'le="10"'
+tb_check "handler: amount <= 100" hm_is 40 amount_bucket 'le="100"'
+tb_check "handler: amounts" hm_is 50 amount_count
+tb_check "handler: their sum" hm_is 5605 amount_sum
 tb_check "handler: HELP from metric_new" grep -qx \
   "# HELP dedupd_handler_th_metrics_messages_total Messages handled, by the payload's kind." "$TB_DIR/metrics.txt"
 tb_check "handler: TYPE histogram" grep -qx \
@@ -97,13 +100,8 @@ for i in $(seq 1 110); do printf '%d\t-\t{"id":"u%d","kind":"u%03d"}\n' $((i % 2
 tb_wait_until 60 "171 messages consumed and finished" _consumed 171 || tb_die "phase 2 not consumed"
 series=$(grep -c '^dedupd_handler_th_metrics_messages_total{route="default",kind="[^_]' "$TB_DIR/metrics.txt")
 tb_eq "handler: 100 series of kinds" 100 "$series"
-if [[ "$replays" == 0 && "$(th_metric 'dedupd_db_errors_total{class="retriable"}')" == 0 ]]; then
-  tb_eq "handler: 14 kinds in the overflow series" 14 "$(hm messages_total 'kind="_overflow"')"
-  tb_eq "handler: the first kinds kept their series" "20 20" \
-    "$(hm messages_total 'kind="a"') $(hm messages_total 'kind="b"')"
-else
-  tb_check "handler: an overflow series" test -n "$(hm messages_total 'kind="_overflow"')"
-fi
+tb_check "handler: 14 kinds in the overflow series" hm_is 14 messages_total 'kind="_overflow"'
+tb_check "handler: the first kinds kept their series" hm_is 20 messages_total 'kind="a"'
 tb_eq "the overflow said once" 1 "$(grep -c 'metric dedupd_handler_th_metrics_messages_total has 100 series' "$TB_DIR/run.log")"
 tb_eq "end to end: every applied message" 161 "$(th_metric "$(rl dedupd_end_to_end_seconds_count)")"
 
