@@ -148,6 +148,37 @@
  *    takes the call's OK for a RETRY (a handle_batch's as declined), the
  *    server's error on db: a deadlock there is replayed as any other.
  *
+ * Metrics (since ABI version 7, host version 3): a handler declares
+ * counters and histograms of its own with host->metric_new() in
+ * init_host, and counts (host->metric_add) and observes
+ * (host->metric_observe) from any callback, on any thread. `dedupd run`
+ * serves them on /metrics with its own, named
+ * dedupd_handler_<descriptor's name>_<name> (a byte of the descriptor's
+ * name that cannot be in a metric name becomes `_`), each series labelled
+ * with the route of the handler's instance (route, "default" without
+ * routes); see docs/HANDLERS.md, "Metrics". Rules:
+ *  - every metric is declared in init_host: metric_new fails anywhere
+ *    else, so the metrics of a handler are fixed once it is loaded; at
+ *    most DEDUPD_METRICS_MAX per instance;
+ *  - a name (metric or label) is [a-zA-Z_][a-zA-Z0-9_]*, at most
+ *    DEDUPD_METRIC_NAME_MAX bytes, and does not start with "__"; a
+ *    counter's name gets "_total" when it does not end in it; two metrics
+ *    of a handler, or of two routes' instances of one handler with other
+ *    types, labels or bounds, cannot share a name (nor a histogram's
+ *    _bucket, _sum and _count); the label names "route", "le" and
+ *    "quantile" are dedupd's; at most DEDUPD_METRIC_LABELS_MAX labels;
+ *  - label values are UTF-8 text of at most DEDUPD_METRIC_VALUE_MAX
+ *    bytes. A metric keeps at most DEDUPD_METRIC_SERIES_MAX combinations
+ *    of them and counts any further one in a series whose every value is
+ *    DEDUPD_METRIC_OVERFLOW (dedupd logs it once per metric), so a label
+ *    taken from a payload cannot grow /metrics without bound;
+ *  - metric_add and metric_observe take a metric's lock for a hash lookup
+ *    and an addition: cheap enough for every message. A count is made when
+ *    the call is, not when the transaction commits: a batch that dedupd
+ *    rolls back and runs again (a deadlock, a RETRY beside it, a declined
+ *    handle_batch) counts again. Count what the handler does; what it
+ *    changed is in the database.
+ *
  * Compatibility: the symbol's name carries the layout's generation (v1);
  * within it, new fields are only ever appended to dedupd_handler,
  * dedupd_msg and dedupd_host, and DEDUPD_HANDLER_ABI_VERSION goes up with
@@ -156,7 +187,7 @@
  * says it has it (handle_batch: version >= 2; init_host, the connection
  * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4;
  * version 6 adds no descriptor field, only the host's emit and event_id;
- * host version 3 adds the host's outbox, within descriptor version 6).
+ * nor does version 7, only the host's outbox and metrics).
  * dedupd fills every dedupd_msg field for every handler (headers since 3,
  * fence since 4, shard since 5). A handler built for a newer version than dedupd's is
  * refused at load, as is one for an unknown generation. dedupd_result
@@ -176,7 +207,7 @@
 extern "C" {
 #endif
 
-#define DEDUPD_HANDLER_ABI_VERSION 6
+#define DEDUPD_HANDLER_ABI_VERSION 7
 #define DEDUPD_HANDLER_ABI_MIN 1 /* oldest descriptor layout dedupd still loads */
 #define DEDUPD_HOST_VERSION 3    /* fields of dedupd_host this header knows */
 
@@ -259,6 +290,26 @@ typedef struct dedupd_result {
     char error[DEDUPD_ERROR_SIZE]; /* why, on RETRY/REJECT (or why a batch was declined) */
 } dedupd_result;
 
+/* A metric of the handler's own (host version >= 3): made by
+ * host->metric_new, dedupd's until the handler is unloaded. */
+typedef struct dedupd_metric dedupd_metric;
+
+/* What a metric is (host->metric_new). */
+typedef enum {
+    DEDUPD_METRIC_COUNTER = 0,  /* a total that only goes up: host->metric_add */
+    DEDUPD_METRIC_HISTOGRAM = 1 /* observed values in buckets: host->metric_observe */
+} dedupd_metric_type;
+
+#define DEDUPD_METRICS_MAX 64        /* metrics per handler instance */
+#define DEDUPD_METRIC_NAME_MAX 64    /* bytes of a metric's or a label's name */
+#define DEDUPD_METRIC_LABELS_MAX 4   /* labels per metric */
+#define DEDUPD_METRIC_VALUE_MAX 128  /* bytes of a label value */
+#define DEDUPD_METRIC_SERIES_MAX 100 /* label value combinations per metric */
+#define DEDUPD_METRIC_BOUNDS_MAX 32  /* bucket bounds per histogram */
+/* The label values of the series that counts the combinations past
+ * DEDUPD_METRIC_SERIES_MAX. */
+#define DEDUPD_METRIC_OVERFLOW "_overflow"
+
 /* dedupd's side of the ABI, handed to init_host (since ABI 3). Read a field
  * only when version says it exists: fields are appended, and a newer dedupd
  * may give a larger version than this header's DEDUPD_HOST_VERSION. */
@@ -293,6 +344,28 @@ struct dedupd_host {
      * refuses to start without it (init_host returns -1 naming the setting)
      * rather than fail every message. */
     int outbox;
+    /* ---- version >= 3 (ABI 7): the handler's metrics (see "Metrics") ---- */
+    /* Declares a metric, in init_host only: type, name (the part after
+     * dedupd_handler_<handler>_), help (the HELP text; NULL: none),
+     * labels[0..label_cnt) the names of its labels (NULL when 0), and for
+     * a histogram bounds[0..bound_cnt) its buckets' upper bounds, strictly
+     * increasing and finite (NULL and 0: those of
+     * dedupd_end_to_end_seconds, 1 ms to 10 min); a counter has none.
+     * Returns the metric, or NULL with the reason in errstr. */
+    dedupd_metric *(*metric_new)(const dedupd_host *host, dedupd_metric_type type, const char *name,
+                                 const char *help, const char *const *labels, size_t label_cnt,
+                                 const double *bounds, size_t bound_cnt, char *errstr,
+                                 size_t errstr_size);
+    /* Adds v (finite, >= 0) to the counter's series of the label values
+     * values[0..label_cnt) (NULL without labels). Returns 0, or -1 when
+     * metric is not a counter of this handler, v or a value is refused
+     * (dedupd logs why, once per metric); nothing is counted then. */
+    int (*metric_add)(const dedupd_host *host, dedupd_metric *metric, const char *const *values,
+                      double v);
+    /* Observes v (finite) in the histogram's series of values, as
+     * metric_add. */
+    int (*metric_observe)(const dedupd_host *host, dedupd_metric *metric, const char *const *values,
+                          double v);
 };
 
 typedef struct dedupd_handler {

@@ -530,7 +530,8 @@ def cmd_installed(a):
             at("libdir", "dedupd/ledger.so"), at("libdir", "pkgconfig/dedupd.pc"),
             at("datadir", "dedupd/dedupd.conf.example"), at("datadir", "dedupd/sql/grants.sql"),
             at("datadir", "dedupd/examples/minimal/minimal.c"),
-            at("datadir", "dedupd/examples/minimal/meson.build")]
+            at("datadir", "dedupd/examples/minimal/meson.build"),
+            os.path.join(pre, "lib/systemd/system/dedupd.service")]
     entries = sorted(installed.values())
     absent = [f for f in entries if not os.path.exists(a.destdir + f)]
     # an install_subdir() is one entry, a directory: its files count
@@ -545,11 +546,12 @@ def cmd_installed(a):
     check(not absent, "meson install --destdir: %d files, as meson introspect lists them"
           % len(files), "meson install did not install %s" % absent)
     check(all(w in files for w in want), "installs dedupd, handler.h, dedupd.pc, the example "
-          "handlers, their sources, the SQL and grants, the example configuration and both "
-          "man pages", "meson install lacks %s" % [w for w in want if w not in files])
+          "handlers, their sources, the SQL and grants, the example configuration, both "
+          "man pages and the systemd unit", "meson install lacks %s" % [w for w in want if w not in files])
     for f in files:
         print("       " + f)
     with open(a.facts, "w") as fh:
+        fh.write("INSTALLED_UNIT=%s\n" % os.path.join(pre, "lib/systemd/system/dedupd.service"))
         fh.write("INSTALLED_BIN=%s\nINSTALLED_MAN=%s\nLEDGER_REL=%s\n" % (
             at("bindir", "dedupd"), opts["mandir"] if opts["mandir"].startswith("/")
             else os.path.join(pre, opts["mandir"]),

@@ -4,8 +4,14 @@
   monitoring.py podmonitor DIR            the PodMonitor of DIR selects the
                                           Deployment's pods and scrapes the
                                           dedupd container's metrics port
-  monitoring.py dashboard FILE            the Grafana dashboard parses as JSON,
-                                          every panel has a PromQL target
+  monitoring.py dashboard FILE [--help-metrics TEXT]
+                                          the Grafana dashboard parses as JSON,
+                                          every panel has a PromQL target; with
+                                          TEXT (`dedupd --help-metrics`), every
+                                          panel over a series that is not always
+                                          there (one TEXT says when, or one it
+                                          does not list yet) says why it may be
+                                          empty (a noValue text)
   monitoring.py names METRICS FILE... [--pending NAME --src DIR]
                                           every dedupd_* series the rules and
                                           dashboards name is on the /metrics
@@ -76,7 +82,25 @@ def dashboard_exprs(path):
     return d, [t["expr"] for p in d.get("panels", []) for t in p.get("targets", [])]
 
 
-def cmd_dashboard(path):
+def help_metrics(path):
+    """The names `dedupd --help-metrics` lists, and those it says are there
+    only sometimes (a "(when)" after the type)."""
+    listed, sometimes = set(), set()
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"^(\w+)(\{[^}]*\})? (counter|gauge|histogram)( \(.*\))?$", line.rstrip("\n"))
+            if m:
+                listed.add(m.group(1))
+                if m.group(4):
+                    sometimes.add(m.group(1))
+    return listed, sometimes
+
+
+def series_names(expr):
+    return set(re.findall(r"(?<![\w:])(dedupd_[a-z0-9_]+)", expr))
+
+
+def cmd_dashboard(path, help_path=None):
     try:
         d, exprs = dashboard_exprs(path)
     except (OSError, ValueError) as e:
@@ -88,6 +112,26 @@ def cmd_dashboard(path):
     bare = [p.get("title") for p in panels if not [t for t in p.get("targets", []) if t.get("expr")]]
     check(not bare, "%s: every panel has a PromQL target" % path,
           "%s: panels without a query: %s" % (path, bare))
+    if not help_path:
+        return
+    listed, sometimes = help_metrics(help_path)
+
+    def not_always(name):
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        base = base if base in listed else name
+        return base in sometimes or base not in listed
+
+    silent = []
+    for p in panels:
+        names = set()
+        for t in p.get("targets", []):
+            names |= series_names(t.get("expr", ""))
+        if [n for n in names if not_always(n)] and \
+                not p.get("fieldConfig", {}).get("defaults", {}).get("noValue"):
+            silent.append(p.get("title"))
+    check(not silent, "%s: every panel over a series not always there says why it may be empty"
+          % path, "%s: panels over series not always there, with no noValue text saying when "
+          "they have data: %s" % (path, silent))
 
 
 def names_in(path):
@@ -99,7 +143,7 @@ def names_in(path):
         exprs = [r["expr"] for g in doc.get("groups", []) for r in g.get("rules", [])]
     found = set()
     for e in exprs:
-        found |= set(re.findall(r"(?<![\w:])(dedupd_[a-z0-9_]+)", e))
+        found |= series_names(e)
     return found
 
 
@@ -136,7 +180,7 @@ def main():
     if cmd == "podmonitor":
         cmd_podmonitor(args[0])
     elif cmd == "dashboard":
-        cmd_dashboard(args[0])
+        cmd_dashboard(args[0], args[2] if args[1:2] == ["--help-metrics"] and args[2:] else None)
     elif cmd == "names" and len(args) >= 2:
         pending, src, files = [], "src", []
         while args:

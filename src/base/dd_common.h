@@ -34,6 +34,9 @@ void dd_errstr_set(char *errstr, size_t errstr_size, const char *fmt, ...)
 /* Monotonic clock in milliseconds / microseconds. */
 int64_t dd_now_ms(void);
 int64_t dd_now_us(void);
+/* Unix time in milliseconds (the wall clock), what Kafka timestamps are
+ * in. */
+int64_t dd_wall_ms(void);
 
 /* A condition variable whose timed waits run on the monotonic clock, so
  * a change of the wall clock neither shortens nor stretches them; and the

@@ -507,7 +507,7 @@ static int dd_run_run(const dd_cmd_ctx_t *ctx, void *opts)
     if (!rc) rc = dd_pipeline_new(&pl, conf, hs, err, sizeof(err));
     if (!rc) dd_run_shard_check_window(conf, pl, &window);
     if (!rc) dd_run_positions(conf, pl, window.positions);
-    if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, err, sizeof(err));
+    if (!rc && conf->http.listen) rc = dd_http_new(&http, conf, pl, hs, err, sizeof(err));
     if (!rc && http) rc = dd_http_start(http, err, sizeof(err));
     if (!rc) rc = dd_purge_new(&purge, conf, err, sizeof(err));
     if (!rc) rc = dd_purge_start(purge, err, sizeof(err));

@@ -8,6 +8,9 @@
 const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                             0.1,   0.25,   0.5,   1,    2.5};
 
+const double dd_stats_msg_bounds[DD_MSG_BUCKETS - 1] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+
 typedef struct {
     const char *name;
     unsigned flags;
@@ -67,6 +70,26 @@ void dd_route_stats_add(dd_route_stats_t *to, const dd_route_stats_t *from)
     for (int i = 0; i < 3; i++)
         to->ext_reconciled[i] += from->ext_reconciled[i];
     to->ext_stale += from->ext_stale;
+    dd_stats_msg_add(&to->end_to_end, &from->end_to_end);
+    dd_stats_msg_add(&to->poll_to_commit, &from->poll_to_commit);
+}
+
+void dd_stats_msg_observe(dd_msg_hist_t *h, double secs)
+{
+    int b = 0;
+
+    if (!(secs > 0)) secs = 0; /* a clock behind the producer's, or NaN */
+    while (b < DD_MSG_BUCKETS - 1 && secs > dd_stats_msg_bounds[b])
+        b++;
+    h->bucket[b]++;
+    h->sum_s += secs;
+}
+
+void dd_stats_msg_add(dd_msg_hist_t *to, const dd_msg_hist_t *from)
+{
+    for (int i = 0; i < DD_MSG_BUCKETS; i++)
+        to->bucket[i] += from->bucket[i];
+    to->sum_s += from->sum_s;
 }
 
 void dd_stats_add(dd_stats_t *to, const dd_stats_t *from)

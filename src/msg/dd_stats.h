@@ -42,6 +42,18 @@ int dd_stats_reason_cnt(int shard_cnt);
 #define DD_BATCH_BUCKETS 12
 extern const double dd_stats_batch_bounds[DD_BATCH_BUCKETS - 1];
 
+/* The histograms of /metrics of what a message's sender waits for (one
+ * of each per route, dd_route_stats_t): seconds, in DD_MSG_BUCKETS
+ * buckets from a millisecond to ten minutes, the last +Inf. Counts are
+ * non-cumulative here; /metrics sums them. */
+#define DD_MSG_BUCKETS 19
+extern const double dd_stats_msg_bounds[DD_MSG_BUCKETS - 1];
+
+typedef struct {
+    uint64_t bucket[DD_MSG_BUCKETS];
+    double sum_s;
+} dd_msg_hist_t;
+
 /* Latency histogram: 4 buckets per power of two of microseconds (about
  * 19% resolution), up to 2^33 us; the last bucket also takes anything
  * longer. */
@@ -77,6 +89,13 @@ typedef struct {
     uint64_t ext_takeovers;     /* claims taken over after their lease ran out */
     uint64_t ext_reconciled[3]; /* reconcile() answers, by dedupd_outcome */
     uint64_t ext_stale;         /* claims lost before finishing: nothing finished */
+
+    /* latencies, a route's own too: from an applied message's Kafka
+     * timestamp to its finish (end to end), and from any message's poll to
+     * its finish (its transaction committed or its dead letter
+     * acknowledged: its offset may be committed) */
+    dd_msg_hist_t end_to_end;
+    dd_msg_hist_t poll_to_commit;
 } dd_route_stats_t;
 
 /* The outbox relay of this process (dd_relay), all shards together. */
@@ -213,6 +232,11 @@ void dd_stats_add(dd_stats_t *to, const dd_stats_t *from);
 
 /* Counts one committed batch that took secs. */
 void dd_stats_observe_batch(dd_stats_t *s, double secs);
+
+/* Counts one observation of secs (negative: 0) in h. */
+void dd_stats_msg_observe(dd_msg_hist_t *h, double secs);
+/* Adds the counts and sum of from to to. */
+void dd_stats_msg_add(dd_msg_hist_t *to, const dd_msg_hist_t *from);
 
 /* The latency bucket of us microseconds. */
 int dd_stats_latency_bucket(int64_t us);

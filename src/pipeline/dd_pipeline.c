@@ -30,6 +30,12 @@ static void dd_pipeline_counters_flush(dd_pipeline_t *pl)
     for (int i = 0; i < DD_LATENCY_BUCKETS; i++)
         pl->stats.latency_buckets[i] += pl->lat[i];
     memset(pl->lat, 0, sizeof(pl->lat));
+    for (int r = 0; r < pl->routes->cnt; r++) {
+        dd_stats_msg_add(&pl->stats.route[r].end_to_end, &pl->end_to_end[r]);
+        dd_stats_msg_add(&pl->stats.route[r].poll_to_commit, &pl->poll_to_commit[r]);
+        memset(&pl->end_to_end[r], 0, sizeof(pl->end_to_end[r]));
+        memset(&pl->poll_to_commit[r], 0, sizeof(pl->poll_to_commit[r]));
+    }
     pl->lat_pending = 0;
 }
 

@@ -70,7 +70,9 @@ struct dd_pipeline_s {
     int64_t inflight;      /* items alive: polled and not yet finished */
     int64_t full_since_ms; /* when inflight reached batch.max_inflight, or 0 */
     int64_t last_finish_ms;
-    uint64_t lat[DD_LATENCY_BUCKETS]; /* latencies not yet in stats */
+    uint64_t lat[DD_LATENCY_BUCKETS];                 /* latencies not yet in stats */
+    dd_msg_hist_t end_to_end[DD_STATS_ROUTE_MAX];     /* the same, per route, */
+    dd_msg_hist_t poll_to_commit[DD_STATS_ROUTE_MAX]; /* for /metrics */
     int lat_pending;
     uint64_t messages; /* consumed, each once; published by counters_flush */
     uint64_t route_messages[DD_STATS_ROUTE_MAX]; /* the same, per route */

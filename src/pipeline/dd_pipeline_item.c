@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 
+#include "dd_common.h"
+
 /* Items are allocated and freed once per message, in bursts of a batch: a
  * bounded free list keeps them out of malloc (whose bins then consolidate
  * on the hot path). At most DD_ITEM_SPARE_MAX are kept, so memory stays
@@ -36,6 +38,22 @@ dd_item_t *dd_pipeline_item_new(dd_pipeline_t *pl)
     return item;
 }
 
+/* The latencies of a finished item: poll to finish for all, and from the
+ * message's Kafka timestamp (the producer's or the broker's clock; none
+ * when the broker gave none) for one applied. */
+static void dd_pipeline_observe(dd_pipeline_t *pl, const dd_item_t *item, int64_t now_us)
+{
+    int64_t ts;
+
+    pl->lat[dd_stats_latency_bucket(now_us - item->t_poll_us)]++;
+    dd_stats_msg_observe(&pl->poll_to_commit[item->route],
+                         (double)(now_us - item->t_poll_us) / 1e6);
+    if (item->outcome == DD_OUT_APPLIED && item->rkm &&
+        (ts = rd_kafka_message_timestamp(item->rkm, NULL)) >= 0)
+        dd_stats_msg_observe(&pl->end_to_end[item->route], (double)(dd_wall_ms() - ts) / 1e3);
+    pl->lat_pending = 1;
+}
+
 /* The item's offset may move: mark it in its partition's watermark.
  * now_us: the time it finished, read once for everything drained together. */
 void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
@@ -43,8 +61,7 @@ void dd_pipeline_finish(dd_pipeline_t *pl, dd_item_t *item, int64_t now_us)
     if (item->pt && item->epoch == item->pt->epoch) dd_ptrack_done(item->pt, item->seq);
     pl->inflight--;
     pl->last_finish_ms = now_us / 1000;
-    pl->lat[dd_stats_latency_bucket(now_us - item->t_poll_us)]++;
-    pl->lat_pending = 1;
+    dd_pipeline_observe(pl, item, now_us);
     dd_pipeline_item_recycle(pl, item);
 }
 

@@ -13,7 +13,8 @@
  * It is also dedupd's side of the ABI: the host API handed to init_host()
  * (dedupd_host), whose log() attaches the fields of the message the calling
  * thread is handling, known from a thread-local set around each handle(),
- * and whose emit() (dd_handler_emit.c) writes into the call's transaction.
+ * whose emit() (dd_handler_emit.c) writes into the call's transaction, and
+ * whose metric_*() (dd_handler_metrics.c) count the handler's own metrics.
  *
  * After load the object is read-only, so dd_handler_handle() may be called
  * from several worker threads at once.
@@ -73,6 +74,7 @@ struct dd_handler_s {
     char **outbox_ns;   /* each shard's event namespace, part of it too */
     int outbox_ns_cnt;
     size_t outbox_max; /* the relay's message.max.bytes */
+    dd_handler_metrics_t *metrics; /* its own (host->metric_*) */
 };
 
 /* The message the calling thread's handle() is applying, for host->log. */
@@ -250,11 +252,19 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, int ou
         .emit = dd_handler_host_emit,
         .event_id = dd_handler_host_event_id,
         .outbox = outbox,
+        .metric_new = dd_handler_host_metric_new,
+        .metric_add = dd_handler_host_metric_add,
+        .metric_observe = dd_handler_host_metric_observe,
     };
+    if (!(h->metrics = dd_handler_metrics_new(h->desc->name))) {
+        dd_errstr_set(errstr, errstr_size, "handler %s: out of memory", h->path);
+        return DD_ERR_NOMEM;
+    }
     if (h->init_host)
         rc = h->init_host(&h->state, &h->host, err, sizeof(err));
     else if (h->desc->init)
         rc = h->desc->init(&h->state, conf, err, sizeof(err));
+    dd_handler_metrics_close(h->metrics);
     if (rc != 0) {
         err[sizeof(err) - 1] = '\0';
         dd_errstr_set(errstr, errstr_size, "handler %s (%s): init failed: %s", h->path,
@@ -303,6 +313,16 @@ out:
 const char *dd_handler_name(const dd_handler_t *h)
 {
     return h && h->desc ? h->desc->name : "(none)";
+}
+
+dd_handler_metrics_t *dd_handler_metrics_of(const dd_handler_t *h)
+{
+    return h->metrics;
+}
+
+dd_handler_metrics_t *dd_handler_host_metrics(const dedupd_host *host)
+{
+    return ((const dd_handler_t *)(const void *)host)->metrics;
 }
 
 const char *dd_handler_path(const dd_handler_t *h)
@@ -644,6 +664,7 @@ void dd_handler_destroy(dd_handler_t *h)
     if (h->initialized && h->desc && h->desc->fini) h->desc->fini(h->state);
     if (h->dl) dlclose(h->dl);
     dd_handler_outbox_free(h);
+    dd_handler_metrics_destroy(h->metrics);
     free(h->path);
     free(h);
 }

@@ -10,6 +10,7 @@
 #define DD_HANDLER_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "dedupd/handler.h"
 
@@ -126,6 +127,19 @@ int dd_handler_txn_lost(MYSQL *db);
  * where names them. */
 int dd_handler_txn_lost_error(const dd_handler_t *h, const char *where, char *errstr,
                               size_t errstr_size);
+
+/* The handlers' own metrics (include/dedupd/handler.h, "Metrics"):
+ * hs[0..n) the routes' handlers (NULL: none loaded), routes[0..n) the
+ * routes' names, the label route of their series. */
+/* Writes their Prometheus text to f, each name's HELP and TYPE once with
+ * the series of every route (any thread: each metric's series are read
+ * under its lock). */
+void dd_handler_metrics_render(FILE *f, dd_handler_t *const *hs, const char *const *routes, int n);
+/* DD_ERR_CONFIG, errstr naming both routes, when two routes' handlers
+ * declare metrics /metrics cannot print together (one name with other
+ * types, labels or buckets, or samples of one name); else 0. */
+int dd_handler_metrics_check(dd_handler_t *const *hs, const char *const *routes, int n,
+                             char *errstr, size_t errstr_size);
 
 /* Calls fini and dlclose. Safe with NULL. */
 void dd_handler_destroy(dd_handler_t *h);

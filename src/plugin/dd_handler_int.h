@@ -1,14 +1,18 @@
 /*
  * Private to the handler module: the call context of host->emit, shared by
  * dd_handler.c (which opens and closes it around handle() and
- * handle_batch()) and dd_handler_emit.c (the host calls).
+ * handle_batch()) and dd_handler_emit.c (the host calls); and a handler's
+ * metrics, which dd_handler.c makes before init_host and frees after fini,
+ * and dd_handler_metrics.c keeps (the host calls, /metrics).
  */
 #ifndef DD_HANDLER_INT_H
 #define DD_HANDLER_INT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "dd_buf.h"
+#include "dd_handler.h"
 #include "dedupd/handler.h"
 
 /* One handle() or handle_batch() call under way on a thread. The events it
@@ -45,5 +49,49 @@ int dd_handler_host_emit(const dedupd_host *host, MYSQL *db, const dedupd_msg *m
                          char *errstr, size_t errstr_size);
 int dd_handler_host_event_id(const dedupd_host *host, const dedupd_msg *msg, char *out,
                              size_t out_size);
+
+/* ---- a handler's metrics (dd_handler_metrics.c) ---- */
+
+typedef struct dd_handler_metrics_s dd_handler_metrics_t;
+
+/* The metrics of an instance of the handler named handler (its
+ * descriptor's name), open to declarations until closed. NULL: out of
+ * memory. */
+dd_handler_metrics_t *dd_handler_metrics_new(const char *handler);
+/* init_host returned: metric_new fails from now on. */
+void dd_handler_metrics_close(dd_handler_metrics_t *set);
+void dd_handler_metrics_destroy(dd_handler_metrics_t *set);
+/* host->metric_new on set (see include/dedupd/handler.h). */
+dedupd_metric *dd_handler_metrics_declare(dd_handler_metrics_t *set, dedupd_metric_type type,
+                                          const char *name, const char *help,
+                                          const char *const *labels, size_t label_cnt,
+                                          const double *bounds, size_t bound_cnt, char *errstr,
+                                          size_t errstr_size);
+/* host->metric_add (type counter) or metric_observe (histogram) of m,
+ * which must be set's and of that type. 0, or -1: nothing counted. */
+int dd_handler_metrics_record(const dd_handler_metrics_t *set, dedupd_metric *m,
+                              dedupd_metric_type type, const char *const *values, double v);
+/* dd_handler_metrics_render and _check (dd_handler.h) over the metrics of
+ * each route (sets[i] NULL: none). */
+void dd_handler_metrics_print_sets(FILE *f, dd_handler_metrics_t *const *sets,
+                                   const char *const *routes, int n);
+int dd_handler_metrics_check_sets(dd_handler_metrics_t *const *sets, const char *const *routes,
+                                  int n, char *errstr, size_t errstr_size);
+
+/* The metrics of a handler, and of the handler whose host this is (both
+ * dd_handler.c). */
+dd_handler_metrics_t *dd_handler_metrics_of(const dd_handler_t *h);
+dd_handler_metrics_t *dd_handler_host_metrics(const dedupd_host *host);
+
+/* host->metric_new, metric_add and metric_observe. */
+dedupd_metric *dd_handler_host_metric_new(const dedupd_host *host, dedupd_metric_type type,
+                                          const char *name, const char *help,
+                                          const char *const *labels, size_t label_cnt,
+                                          const double *bounds, size_t bound_cnt, char *errstr,
+                                          size_t errstr_size);
+int dd_handler_host_metric_add(const dedupd_host *host, dedupd_metric *metric,
+                               const char *const *values, double v);
+int dd_handler_host_metric_observe(const dedupd_host *host, dedupd_metric *metric,
+                                   const char *const *values, double v);
 
 #endif /* DD_HANDLER_INT_H */

@@ -179,6 +179,20 @@ static void dd_validate_ttl(dd_validate_ctx_t *v, const dd_conf_t *conf, int r)
                          dd_validate_setting(conf, "dedup.ttl", "ttl"), ttl, window);
 }
 
+/* The handlers' own metrics: two routes' must fit on one /metrics page. */
+static void dd_validate_metrics(dd_validate_ctx_t *v, const dd_conf_t *conf,
+                                dd_handler_t *const *hs)
+{
+    const char *routes[DD_CONF_ROUTE_MAX];
+    char err[1024];
+    int rc;
+
+    for (int r = 0; r < conf->route_cnt; r++)
+        routes[r] = conf->routes[r].name;
+    if ((rc = dd_handler_metrics_check(hs, routes, conf->route_cnt, err, sizeof(err))))
+        dd_validate_note(v, DD_VALIDATE_FAIL, "handler metrics", rc, "%s", err);
+}
+
 int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hs, dd_validate_report_fn *report,
                      void *opaque, char *errstr, size_t errstr_size)
 {
@@ -207,6 +221,7 @@ int dd_validate_conf(const dd_conf_t *conf, dd_handler_t **hs, dd_validate_repor
         else
             dd_validate_note(&v, DD_VALIDATE_FAIL, what, rc, "%s", err);
     }
+    if (!v.rc) dd_validate_metrics(&v, conf, hs);
     if (v.rc) {
         for (int r = conf->route_cnt; r-- > 0;) {
             dd_handler_destroy(hs[r]);

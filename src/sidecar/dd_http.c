@@ -313,8 +313,8 @@ static int dd_http_listen(const char *listen, char *errstr, size_t errstr_size)
 
 /* ---- life cycle ---- */
 
-int dd_http_new(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, char *errstr,
-                size_t errstr_size)
+int dd_http_new(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl,
+                dd_handler_t *const *hs, char *errstr, size_t errstr_size)
 {
     dd_http_t *http = calloc(1, sizeof(*http));
 
@@ -325,6 +325,7 @@ int dd_http_new(dd_http_t **httpp, const dd_conf_t *conf, dd_pipeline_t *pl, cha
     }
     http->conf = conf;
     http->pl = pl;
+    http->hs = hs;
     pthread_mutex_init(&http->mu, NULL);
     pthread_mutex_init(&http->conn_mu, NULL);
     *httpp = http;

@@ -57,6 +57,7 @@ typedef struct dd_http_conn_s {
 struct dd_http_s {
     const dd_conf_t *conf;
     dd_pipeline_t *pl;
+    dd_handler_t *const *hs; /* the routes' handlers (their own metrics), or NULL */
     struct MHD_Daemon *mhd;
     int64_t started_ms;
 

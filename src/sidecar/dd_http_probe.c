@@ -9,6 +9,7 @@
 #include "dd_http_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <microhttpd.h>
@@ -247,6 +248,32 @@ static void dd_http_add_pings(dd_http_t *http, dd_stats_t *s)
     pthread_mutex_unlock(&http->mu);
 }
 
+/* Appends the handlers' own metrics to the page *outp (*lenp bytes). */
+static int dd_http_metrics_handlers(dd_http_t *http, const char *const *routes, char **outp,
+                                    size_t *lenp)
+{
+    char *more = NULL, *page = NULL;
+    size_t more_len = 0;
+    FILE *f = open_memstream(&more, &more_len);
+    int bad;
+
+    if (!f) return DD_ERR_NOMEM;
+    dd_handler_metrics_render(f, http->hs, routes, http->conf->route_cnt);
+    bad = ferror(f);
+    bad |= fclose(f) != 0; /* the text is in more from here on */
+    if (bad || !more || !(page = realloc(*outp, *lenp + more_len + 1))) {
+        free(more);
+        free(*outp);
+        *outp = NULL;
+        return DD_ERR_NOMEM;
+    }
+    memcpy(page + *lenp, more, more_len + 1);
+    free(more);
+    *outp = page;
+    *lenp += more_len;
+    return DD_OK;
+}
+
 int dd_http_metrics(dd_http_t *http, char **outp, size_t *lenp)
 {
     static dd_lag_t lags[DD_HTTP_LAG_MAX]; /* only MHD's single thread renders */
@@ -254,6 +281,7 @@ int dd_http_metrics(dd_http_t *http, char **outp, size_t *lenp)
     const char *routes[DD_CONF_ROUTE_MAX];
     dd_proc_t proc;
     size_t n;
+    int rc;
 
     for (int r = 0; r < http->conf->route_cnt; r++)
         routes[r] = http->conf->routes[r].name;
@@ -261,6 +289,7 @@ int dd_http_metrics(dd_http_t *http, char **outp, size_t *lenp)
     dd_http_add_pings(http, &s);
     n = dd_pipeline_lag(http->pl, lags, DD_HTTP_LAG_MAX);
     dd_metrics_proc_read(&proc);
-    return dd_metrics_render(&s, routes, http->conf->route_cnt, lags,
-                             n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, &proc, outp, lenp);
+    rc = dd_metrics_render(&s, routes, http->conf->route_cnt, lags,
+                           n < DD_HTTP_LAG_MAX ? n : DD_HTTP_LAG_MAX, &proc, outp, lenp);
+    return rc || !http->hs ? rc : dd_http_metrics_handlers(http, routes, outp, lenp);
 }

@@ -8,7 +8,8 @@
  * summary line prints it. External mode's counters and the compensation
  * scan's gauges are a route's too (its handler's mode, its table). The
  * histogram's buckets arrive non-cumulative from the lanes and are summed
- * here, because Prometheus buckets are cumulative ("le" = less or equal).
+ * here, because Prometheus buckets are cumulative ("le" = less or equal);
+ * so are those of the latency histograms, a series set per route.
  */
 #include "dd_metrics.h"
 #include "dd_metrics_def.h"
@@ -232,6 +233,36 @@ static void dd_metrics_histogram(FILE *f, const dd_stats_t *s)
     fprintf(f, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
+/* A histogram per route: the dd_msg_hist_t at field of each route's
+ * counters, its buckets summed into Prometheus' cumulative ones. */
+static void dd_metrics_route_histogram(FILE *f, dd_metric_t m, const dd_stats_t *s,
+                                       const char *const *routes, int route_cnt, size_t field)
+{
+    const char *name = dd_metric_defs[m].name;
+
+    dd_metrics_head(f, m);
+    for (int r = 0; r < route_cnt; r++) {
+        const dd_msg_hist_t *h =
+            (const dd_msg_hist_t *)(const void *)((const char *)&s->route[r] + field);
+        uint64_t cum = 0;
+
+        for (int i = 0; i < DD_MSG_BUCKETS; i++) {
+            cum += h->bucket[i];
+            fprintf(f, "%s_bucket{route=", name);
+            dd_metrics_label(f, routes[r]);
+            if (i < DD_MSG_BUCKETS - 1)
+                fprintf(f, ",le=\"%g\"} %llu\n", dd_stats_msg_bounds[i], (unsigned long long)cum);
+            else
+                fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+        }
+        fprintf(f, "%s_sum{route=", name);
+        dd_metrics_label(f, routes[r]);
+        fprintf(f, "} %.6f\n%s_count{route=", h->sum_s, name);
+        dd_metrics_label(f, routes[r]);
+        fprintf(f, "} %llu\n", (unsigned long long)cum);
+    }
+}
+
 /* The compensation scan's gauges, one series per route it scans (a
  * route in external mode, once a scan counted); none at all before. */
 static void dd_metrics_processing(FILE *f, const dd_stats_t *s, const char *const *routes,
@@ -405,6 +436,10 @@ int dd_metrics_render(const dd_stats_t *s, const char *const *routes, int route_
     dd_metrics_build_info(f);
     dd_metrics_counters(f, s, routes, route_cnt);
     dd_metrics_histogram(f, s);
+    dd_metrics_route_histogram(f, DD_METRIC_END_TO_END, s, routes, route_cnt,
+                               DD_METRICS_RS(end_to_end));
+    dd_metrics_route_histogram(f, DD_METRIC_POLL_TO_COMMIT, s, routes, route_cnt,
+                               DD_METRICS_RS(poll_to_commit));
     dd_metrics_gauges(f, s, routes, route_cnt, lags, lag_cnt);
     if (proc) dd_metrics_process(f, proc);
     if (ferror(f)) {

@@ -167,6 +167,21 @@ typedef enum { DD_METRIC_COUNTER, DD_METRIC_GAUGE, DD_METRIC_HISTOGRAM } dd_metr
     X(BATCH_SECONDS, "dedupd_batch_seconds", HISTOGRAM, "", 0,                                     \
       "Duration of committed claim transactions, handler included.",                               \
       "duration of committed claim transactions, handler included; buckets 1 ms … 2.5 s")          \
+    X(END_TO_END, "dedupd_end_to_end_seconds", HISTOGRAM, "route", 0,                              \
+      "Seconds from an applied message's Kafka timestamp to the commit of its transaction.",       \
+      "seconds from an applied message's Kafka timestamp (`CreateTime`: the producer's clock; "    \
+      "`LogAppendTime`: the broker's) to the commit of the transaction that applied it: what "     \
+      "the sender waits for, consumer lag included. Duplicates and dead letters are not "          \
+      "counted, nor a message without a timestamp; a timestamp ahead of dedupd's clock counts "    \
+      "as 0. Buckets 1 ms … 10 min")                                                               \
+    X(POLL_TO_COMMIT, "dedupd_poll_to_commit_seconds", HISTOGRAM, "route", 0,                      \
+      "Seconds from a message's poll to its finish (transaction committed or dead letter "         \
+      "acknowledged): when its offset may be committed.",                                          \
+      "seconds from a message's poll to its finish: its transaction committed (or its dead "       \
+      "letter acknowledged, or it was skipped), so its offset may be committed; every message. "   \
+      "The time dedupd itself takes, waits for the database and retries included. Buckets 1 ms "   \
+      "… 10 min; the summary's `latency_p50_le_ms` and `latency_p99_le_ms` are the same "          \
+      "measure, over all routes")                                                                  \
     X(INFLIGHT, "dedupd_inflight_messages", GAUGE, "", 0,                                          \
       "Messages polled and not yet finished.",                                                     \
       "polled and not yet finished")                                                               \

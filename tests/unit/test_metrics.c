@@ -278,6 +278,51 @@ START_TEST(test_histogram_cumulative)
 }
 END_TEST
 
+/* The latency histograms: observations land in the bucket whose bound is
+ * the first at or above them (a negative one, a clock behind the
+ * producer's, in the first), cumulative per route, each route's own. */
+START_TEST(test_route_histograms)
+{
+    static const char *const routes[] = {"payments", "coupons"};
+    static const double obs[] = {-3, 0.0005, 0.001, 0.0011, 0.7, 59.9, 90, 600, 601, 1e9};
+    dd_stats_t s;
+    char *text, series[128], v[64];
+
+    memset(&s, 0, sizeof(s));
+    for (size_t i = 0; i < sizeof(obs) / sizeof(obs[0]); i++)
+        dd_stats_msg_observe(&s.route[0].end_to_end, obs[i]);
+    dd_stats_msg_observe(&s.route[1].poll_to_commit, 0.02);
+    text = render_routes(&s, routes, 2, NULL, 0, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_end_to_end_seconds histogram\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE dedupd_poll_to_commit_seconds histogram\n"));
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"0.001\"}", "3");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"0.0025\"}", "4");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"0.5\"}", "4");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"1\"}", "5");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"60\"}", "6");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"120\"}", "7");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"600\"}", "8");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"payments\",le=\"+Inf\"}", "10");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_count{route=\"payments\"}", "10");
+    ck_sample_eq(text, "dedupd_end_to_end_seconds_bucket{route=\"coupons\",le=\"+Inf\"}", "0");
+    ck_sample_eq(text, "dedupd_poll_to_commit_seconds_bucket{route=\"coupons\",le=\"0.01\"}", "0");
+    ck_sample_eq(text, "dedupd_poll_to_commit_seconds_bucket{route=\"coupons\",le=\"0.025\"}", "1");
+    ck_sample_eq(text, "dedupd_poll_to_commit_seconds_sum{route=\"coupons\"}", "0.020000");
+    ck_sample_eq(text, "dedupd_poll_to_commit_seconds_count{route=\"payments\"}", "0");
+    /* a bucket line per bound and route, milliseconds to minutes */
+    ck_assert_double_eq(dd_stats_msg_bounds[0], 0.001);
+    ck_assert(dd_stats_msg_bounds[DD_MSG_BUCKETS - 2] >= 600);
+    for (int i = 0; i < DD_MSG_BUCKETS - 1; i++) {
+        ck_assert(i == 0 || dd_stats_msg_bounds[i] > dd_stats_msg_bounds[i - 1]);
+        snprintf(series, sizeof(series),
+                 "dedupd_poll_to_commit_seconds_bucket{route=\"coupons\",le=\"%g\"}",
+                 dd_stats_msg_bounds[i]);
+        ck_assert_ptr_nonnull(sample(text, series, v, sizeof(v)));
+    }
+    free(text);
+}
+END_TEST
+
 START_TEST(test_lag_labels)
 {
     dd_stats_t s;
@@ -442,6 +487,7 @@ int main(void)
     tcase_add_test(tc, test_route_labels);
     tcase_add_test(tc, test_shard_metrics);
     tcase_add_test(tc, test_histogram_cumulative);
+    tcase_add_test(tc, test_route_histograms);
     tcase_add_test(tc, test_lag_labels);
     tcase_add_test(tc, test_lines_well_formed);
     tcase_add_test(tc, test_health);

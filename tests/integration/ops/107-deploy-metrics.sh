@@ -3,8 +3,10 @@
 # Grafana dashboard (deploy/grafana) name is on a real /metrics page. The
 # page is scraped from a dedupd with every family present: two database
 # shards (dedupd_shard_*), a route in external mode whose compensation scan
-# has counted (dedupd_processing_*), a consumer lag. A rule or panel naming
-# a series dedupd does not serve (a typo, a renamed metric) fails here.
+# has counted (dedupd_processing_*), the outbox relay (dedupd_outbox_*), a
+# consumer lag, the latency histograms. A rule or panel naming a series
+# dedupd does not serve (a typo, a renamed metric) fails here; the series
+# of keys set aside are let off while no file of src/ names them.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../http.sh"
 tb_init deploy_metrics
@@ -15,7 +17,8 @@ TH_URL="http://127.0.0.1:$port"
 export TB_HANDLER="$DD_NOTIFY_SO" TB_KEY='n:${id}' TB_WORKERS=1
 export TB_HANDLER_CONFIG="socket = \"$DD_TEST_MYSQL_SOCKET\"; user = \"$TB_RT_USER\"; database = \"$TB_DB\";"
 tb_config "$TB_CONF" "http = { listen = \"127.0.0.1:$port\"; };" \
-  'external = { lease = "2s"; scan_interval = "1s"; scan_after = "1h"; };'
+  'external = { lease = "2s"; scan_interval = "1s"; scan_after = "1h"; };' \
+  'outbox = { enabled = true; poll_interval = "50ms"; };'
 tb_migrate || tb_die "migrate failed"
 printf '0\t-\t{"id":"%d","to":"x@example.com","body":"b"}\n' 1 2 3 | tb_produce 2>/dev/null ||
   tb_die "produce failed"
@@ -25,14 +28,17 @@ _full() {
   th_scrape
   grep -q '^dedupd_processing_stuck{' "$TB_DIR/metrics.txt" &&
     grep -q '^dedupd_shard_up{shard="1"} 1' "$TB_DIR/metrics.txt" &&
-    grep -q '^dedupd_consumer_lag{' "$TB_DIR/metrics.txt"
+    grep -q '^dedupd_consumer_lag{' "$TB_DIR/metrics.txt" &&
+    grep -q '^dedupd_outbox_backlog ' "$TB_DIR/metrics.txt" &&
+    grep -q '^dedupd_end_to_end_seconds_count{route="default"} [1-9]' "$TB_DIR/metrics.txt"
 }
-tb_check "the page has every family" tb_wait_until 60 "shard, processing and lag series" _full
+tb_check "the page has every family" tb_wait_until 60 "shard, processing, outbox, lag and latency series" _full
 tb_stop "$pid" || tb_not_ok "run exited non-zero"
 out=$(python3 "$DD_TEST_SRC_DIR/scripts/lib/monitoring.py" names "$TB_DIR/metrics.txt" \
   "$DD_TEST_SRC_DIR/deploy/prometheus/dedupd-rules.yaml" \
   "$DD_TEST_SRC_DIR/deploy/grafana/dedupd-dashboard.json" \
-  --pending dedupd_position_rewinds_total --src "$DD_TEST_SRC_DIR/src" 2>&1) || true
+  --pending dedupd_keys_set_aside --pending dedupd_keys_set_aside_oldest_seconds \
+  --pending dedupd_keys_set_aside_fallbacks_total --src "$DD_TEST_SRC_DIR/src" 2>&1) || true
 echo "$out" | sed 's/^/#   /'
 tb_eq "the rules' and the dashboard's series are dedupd's" 0 "$(grep -c '^FAIL' <<<"$out")"
 tb_eq "both files checked" 2 "$(grep -c '^ok' <<<"$out")"
