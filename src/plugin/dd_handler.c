@@ -13,7 +13,8 @@
  * It is also dedupd's side of the ABI: the host API handed to init_host()
  * (dedupd_host), whose log() attaches the fields of the message the calling
  * thread is handling, known from a thread-local set around each handle(),
- * and whose emit() (dd_handler_emit.c) writes into the call's transaction.
+ * whose emit() (dd_handler_emit.c) writes into the call's transaction, and
+ * whose path_value() (dd_handler_field.c) reads the payload's values.
  *
  * After load the object is read-only, so dd_handler_handle() may be called
  * from several worker threads at once.
@@ -213,6 +214,9 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, char *
         .log = dd_handler_host_log,
         .emit = dd_handler_host_emit,
         .event_id = dd_handler_host_event_id,
+        .path_new = dd_handler_host_path_new,
+        .path_free = dd_handler_host_path_free,
+        .path_value = dd_handler_host_path_value,
     };
     if (h->init_host)
         rc = h->init_host(&h->state, &h->host, err, sizeof(err));

@@ -1,7 +1,8 @@
 /*
  * Private to the handler module: the call context of host->emit, shared by
  * dd_handler.c (which opens and closes it around handle() and
- * handle_batch()) and dd_handler_emit.c (the host calls).
+ * handle_batch()) and dd_handler_emit.c (the host calls); the host's
+ * payload reads of dd_handler_field.c.
  */
 #ifndef DD_HANDLER_INT_H
 #define DD_HANDLER_INT_H
@@ -43,5 +44,13 @@ int dd_handler_host_emit(const dedupd_host *host, MYSQL *db, const dedupd_msg *m
                          char *errstr, size_t errstr_size);
 int dd_handler_host_event_id(const dedupd_host *host, const dedupd_msg *msg, char *out,
                              size_t out_size);
+
+/* host->path_new, path_free and path_value (dd_handler_field.c). */
+dedupd_path *dd_handler_host_path_new(const dedupd_host *host, const char *text, size_t len,
+                                      char *errstr, size_t errstr_size);
+void dd_handler_host_path_free(const dedupd_host *host, dedupd_path *path);
+int dd_handler_host_path_value(const dedupd_host *host, const dedupd_msg *msg,
+                               const dedupd_path *path, dedupd_value *out, char *errstr,
+                               size_t errstr_size);
 
 #endif /* DD_HANDLER_INT_H */

@@ -52,7 +52,7 @@ START_TEST(test_wrong_abi)
 
     load_fails(th_path("th_wrong_abi"), err, sizeof(err));
     ck_assert_msg(strstr(err, "ABI version 999") != NULL, "%s", err);
-    ck_assert_msg(strstr(err, "supports versions 1 to 6") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "supports versions 1 to 7") != NULL, "%s", err);
 }
 END_TEST
 
