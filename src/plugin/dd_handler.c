@@ -365,6 +365,11 @@ int dd_handler_conn_init(dd_handler_t *h, MYSQL *db, void **conn_state, char *er
     return DD_OK;
 }
 
+int dd_handler_has_conn_init(const dd_handler_t *h)
+{
+    return h->conn_init != NULL;
+}
+
 void dd_handler_conn_fini(dd_handler_t *h, MYSQL *db, void *conn_state)
 {
     if (h && h->conn_fini) h->conn_fini(h->state, db, conn_state);
