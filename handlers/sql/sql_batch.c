@@ -10,6 +10,10 @@
  * for every message of the batch; docs/SQL.md, "Batches", says when that
  * is not what one message at a time gives, and handler.batch = false.
  *
+ * With a response query, the batch goes message by message instead (each
+ * message's statements, then its response), so that a response reads the
+ * rows as its own message left them, as handle() gives it.
+ *
  * What it does not know for every message it does not decide: dedupd
  * then rolls the batch back and calls handle() message by message
  * (a decline). A bulk execution reports the rows all its rows changed,
@@ -185,6 +189,25 @@ static dedupd_status sql_batch_after(const sql_batch *b)
     return DEDUPD_OK;
 }
 
+/* With a response query: message by message, each one's statements,
+ * events and response, as handle() does (without its savepoints: any
+ * deviation declines). */
+static dedupd_status sql_batch_messages(const sql_batch *b)
+{
+    const sql_state *st = b->st;
+    dedupd_status rc;
+
+    for (size_t i = 0; i < b->n; i++) {
+        dedupd_result r = {0};
+        if ((rc = sql_run_stmts(st, b->c, b->p + i * b->per, &r)) != DEDUPD_OK ||
+            (rc = sql_events_emit(st, b->db, b->msgs[i], &r)) != DEDUPD_OK ||
+            (rc = sql_response(st, b->c, sql_batch_params(b, i, st->stmt_cnt),
+                               &b->res[i].response, &r)) != DEDUPD_OK)
+            return sql_batch_decline(b, i, rc, r.error);
+    }
+    return DEDUPD_OK;
+}
+
 dedupd_status sql_handle_batch(void *state, void *conn_state, MYSQL *db,
                                const dedupd_msg *const *msgs, size_t n, dedupd_result *res)
 {
@@ -203,9 +226,11 @@ dedupd_status sql_handle_batch(void *state, void *conn_state, MYSQL *db,
         if (sql_bind_msg(st, msgs[i], b.p + i * b.per, &arena, &r) != 0)
             rc = sql_batch_decline(&b, i, DEDUPD_REJECT, r.error);
     }
-    for (size_t s = 0; rc == DEDUPD_OK && s < st->stmt_cnt; s++)
+    if (st->has_response) /* each message's response reads its own statements' rows */
+        rc = sql_batch_messages(&b);
+    for (size_t s = 0; rc == DEDUPD_OK && !st->has_response && s < st->stmt_cnt; s++)
         rc = sql_batch_stmt(&b, s);
-    if (rc == DEDUPD_OK) rc = sql_batch_after(&b);
+    if (rc == DEDUPD_OK && !st->has_response) rc = sql_batch_after(&b);
     sql_arena_free(&arena);
     free(b.p);
     return rc;

@@ -20,8 +20,12 @@ source "$(dirname "$0")/../lib.sh"
 tb_init sql_handler
 tb_mock pay_a:2 pay_b:2
 
-# sql_body PREFIX: handler.sql over tables PREFIX*.
+# sql_body PREFIX [RESPONSE]: handler.sql over tables PREFIX*, with the
+# response query when RESPONSE is given (a batch then goes message by
+# message: a's has none, so its batches run in bulk).
 sql_body() {
+  local resp=""
+  [[ -n "${2:-}" ]] && resp="response = \"SELECT status, paid_txn FROM $1orders WHERE order_no = \${order}\";"
   cat <<EOF
 migrate = (
   "CREATE TABLE IF NOT EXISTS $1vals (k VARBINARY(255) PRIMARY KEY, s VARCHAR(100) NULL,"
@@ -41,7 +45,7 @@ statements = (
     " WHERE order_no = \${order} AND status = 'UNPAID'"; expect = 1; },
   { name = "payment"; sql = "INSERT INTO $1payments VALUES (\${txn}, \${order}, \${d38})"; }
 );
-response = "SELECT status, paid_txn FROM $1orders WHERE order_no = \${order}";
+$resp
 events = ( { topic = "order.paid"; key = "\${order}";
   value = "{\\"id\\": \${@event_id}, \\"order\\": \${order}, \\"amount\\": \${d38}, \\"meta\\": \${meta}}"; } );
 EOF
@@ -58,7 +62,7 @@ outbox='outbox = { enabled = true; relay = false; };'
 TB_TOPIC=pay_a TB_GROUP=ga TB_HANDLER_SQL=$(sql_body a_) \
   TB_DEDUP_EXTRA='lane_key = "${order}"; table = "dedup_a";' tb_config "$TB_DIR/a.conf" "$outbox"
 TB_HANDLER_GRANTS="$TB_DIR/grants_a.sql" tb_migrate || tb_die "migrate a failed"
-TB_TOPIC=pay_b TB_GROUP=gb TB_HANDLER_SQL=$(sql_body b_) TB_HANDLER_EXTRA='batch = false;' \
+TB_TOPIC=pay_b TB_GROUP=gb TB_HANDLER_SQL=$(sql_body b_ response) TB_HANDLER_EXTRA='batch = false;' \
   TB_DEDUP_EXTRA='lane_key = "${order}"; table = "dedup_b";' tb_config "$TB_DIR/b.conf" "$outbox"
 TB_HANDLER_GRANTS="$TB_DIR/grants_b.sql" tb_migrate || tb_die "migrate b failed"
 for p in a_ b_; do
@@ -144,8 +148,8 @@ o8 UNPAID NULL
 o9 UNPAID NULL" "$(tb_sql 'SELECT * FROM a_orders ORDER BY 1' | tr '\t' ' ')"
 tb_eq "the second payment of o1 rolled back: no row of t9" "t1 t2 t3 t4" \
   "$(tb_sql 'SELECT txn FROM a_payments ORDER BY 1' | paste -sd' ')"
-tb_eq "the response: the order's row" '{"status":"PAID","paid_txn":"t1"}' \
-  "$(tb_sql "SELECT response FROM dedup_a WHERE biz_key = 'pay:o1:t1'")"
+tb_eq "b: the response, the order's row" '{"status":"PAID","paid_txn":"t1"}' \
+  "$(tb_sql "SELECT response FROM dedup_b WHERE biz_key = 'pay:o1:t1'")"
 tb_eq "one event per applied payment, none of the rejected, ids distinct" "8 8" \
   "$(tb_sql 'SELECT COUNT(*), COUNT(DISTINCT event_id) FROM dedupd_outbox' | tr '\t' ' ')"
 tb_eq "the event: its id, the values as written" \
