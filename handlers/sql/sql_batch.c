@@ -173,36 +173,22 @@ static dedupd_status sql_batch_stmt(const sql_batch *b, size_t s)
     return rc;
 }
 
-/* After the statements: each message's events and response. */
-static dedupd_status sql_batch_after(const sql_batch *b)
+/* Each message's events and response, after the statements of all
+ * (with_stmts 0), or each message's statements first (with_stmts 1: with
+ * a response query, whose row must be as its own statements left it, as
+ * handle() gives it; without handle()'s savepoints, any deviation
+ * declines). */
+static dedupd_status sql_batch_each_message(const sql_batch *b, int with_stmts)
 {
     const sql_state *st = b->st;
-    dedupd_status rc;
+    dedupd_status rc = DEDUPD_OK;
 
     for (size_t i = 0; i < b->n; i++) {
         dedupd_result r = {0};
-        if ((rc = sql_events_emit(st, b->db, b->msgs[i], &r)) != DEDUPD_OK ||
+        if ((with_stmts && (rc = sql_run_stmts(st, b->c, b->p + i * b->per, &r)) != DEDUPD_OK) ||
+            (rc = sql_events_emit(st, b->db, b->msgs[i], &r)) != DEDUPD_OK ||
             (rc = sql_response(st, b->c, sql_batch_params(b, i, st->stmt_cnt), &b->res[i].response,
                                &r)) != DEDUPD_OK)
-            return sql_batch_decline(b, i, rc, r.error);
-    }
-    return DEDUPD_OK;
-}
-
-/* With a response query: message by message, each one's statements,
- * events and response, as handle() does (without its savepoints: any
- * deviation declines). */
-static dedupd_status sql_batch_messages(const sql_batch *b)
-{
-    const sql_state *st = b->st;
-    dedupd_status rc;
-
-    for (size_t i = 0; i < b->n; i++) {
-        dedupd_result r = {0};
-        if ((rc = sql_run_stmts(st, b->c, b->p + i * b->per, &r)) != DEDUPD_OK ||
-            (rc = sql_events_emit(st, b->db, b->msgs[i], &r)) != DEDUPD_OK ||
-            (rc = sql_response(st, b->c, sql_batch_params(b, i, st->stmt_cnt),
-                               &b->res[i].response, &r)) != DEDUPD_OK)
             return sql_batch_decline(b, i, rc, r.error);
     }
     return DEDUPD_OK;
@@ -226,11 +212,9 @@ dedupd_status sql_handle_batch(void *state, void *conn_state, MYSQL *db,
         if (sql_bind_msg(st, msgs[i], b.p + i * b.per, &arena, &r) != 0)
             rc = sql_batch_decline(&b, i, DEDUPD_REJECT, r.error);
     }
-    if (st->has_response) /* each message's response reads its own statements' rows */
-        rc = sql_batch_messages(&b);
     for (size_t s = 0; rc == DEDUPD_OK && !st->has_response && s < st->stmt_cnt; s++)
         rc = sql_batch_stmt(&b, s);
-    if (rc == DEDUPD_OK && !st->has_response) rc = sql_batch_after(&b);
+    if (rc == DEDUPD_OK) rc = sql_batch_each_message(&b, st->has_response);
     sql_arena_free(&arena);
     free(b.p);
     return rc;

@@ -16,6 +16,7 @@ source "$(dirname "$0")/../lib.sh"
 tb_init sdk_first_try
 BUILD=$(dirname "$DEDUPD")
 SDK="$TB_DIR/sdk"
+# shellcheck disable=SC2034 # the page docs.sh's doc_file reads
 DOC="$DD_TEST_SRC_DIR/docs/HANDLERS.md"
 
 # show CMD...: logs the command as the page gives it (to the test's output,
