@@ -179,6 +179,16 @@
  *    handle_batch) counts again. Count what the handler does; what it
  *    changed is in the database.
  *
+ * Payload values (since ABI 7, host version 3): msg->json holds numbers as
+ * doubles, which lose digits (a 19-digit id, a 38-digit amount, -0.00).
+ * host->path_value() reads a value from dedupd's own parsed document of the
+ * payload (msg->doc), the one the business key and the request hash were
+ * built from (for Avro, the decoded record's JSON text): a number as
+ * written, a string's decoded bytes, an array or object as its JSON text.
+ * A path is compiled once by host->path_new() (the syntax of a key
+ * template's ${...}, docs/KEYS.md 5.), so reading a value is a lookup,
+ * never a parse. Values are valid during the call that received msg.
+ *
  * Compatibility: the symbol's name carries the layout's generation (v1);
  * within it, new fields are only ever appended to dedupd_handler,
  * dedupd_msg and dedupd_host, and DEDUPD_HANDLER_ABI_VERSION goes up with
@@ -186,10 +196,12 @@
  * up to its own, and reads a field only when the descriptor's abi_version
  * says it has it (handle_batch: version >= 2; init_host, the connection
  * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4;
- * version 6 adds no descriptor field, only the host's emit and event_id;
- * nor does version 7, only the host's outbox and metrics).
- * dedupd fills every dedupd_msg field for every handler (headers since 3,
- * fence since 4, shard since 5). A handler built for a newer version than dedupd's is
+ * versions 6 and 7 add no descriptor field: 6 the host's emit and
+ * event_id; 7 (host version 3) the host's outbox, metric_new, metric_add,
+ * metric_observe, path_new, path_free and path_value, and the message's
+ * doc). dedupd fills every dedupd_msg field for every handler (headers
+ * since 3, fence since 4, shard since 5, doc since 7). A handler built
+ * for a newer version than dedupd's is
  * refused at load, as is one for an unknown generation. dedupd_result
  * never grows: handle_batch indexes an array of them.
  */
@@ -253,6 +265,40 @@ typedef struct dedupd_header {
     size_t value_len;
 } dedupd_header;
 
+/* A path into a payload, compiled by host->path_new (since ABI 7): opaque,
+ * read-only, usable from any thread until host->path_free. */
+typedef struct dedupd_path dedupd_path;
+/* dedupd's parsed document of a message's payload (dedupd_msg.doc, since
+ * ABI 7): opaque, read through host->path_value. */
+typedef struct dedupd_doc dedupd_doc;
+
+/* What host->path_value found (since ABI 7). */
+typedef enum {
+    DEDUPD_VALUE_MISSING = 0, /* the path finds nothing */
+    DEDUPD_VALUE_NULL,
+    DEDUPD_VALUE_FALSE,
+    DEDUPD_VALUE_TRUE,
+    DEDUPD_VALUE_NUMBER,
+    DEDUPD_VALUE_STRING,
+    DEDUPD_VALUE_ARRAY,
+    DEDUPD_VALUE_OBJECT
+} dedupd_value_type;
+
+/* A value of a payload (host->path_value, since ABI 7). text is len bytes,
+ * not NUL-terminated, inside dedupd's copy of the message: valid during
+ * the call that received the message. By type:
+ *  - NUMBER: the number as written in the payload, every digit ("12.50",
+ *    "-0.00", "9007199254740993", "1.5e3");
+ *  - STRING: its decoded bytes (UTF-8, escapes decoded, never a NUL);
+ *  - ARRAY, OBJECT: its JSON text as written in the payload;
+ *  - TRUE, FALSE, NULL: "true", "false", "null";
+ *  - MISSING: NULL, 0. */
+typedef struct dedupd_value {
+    int type; /* dedupd_value_type */
+    const char *text;
+    size_t len;
+} dedupd_value;
+
 /* A message, read-only, valid during the call that receives it. */
 typedef struct dedupd_msg {
     const char *topic;
@@ -282,6 +328,12 @@ typedef struct dedupd_msg {
      * element, from 0; 0 with one database): the shard the handler's
      * connection is to, where its rows and its dedup row live */
     int shard;
+    /* ---- since ABI 7 ---- */
+    /* the payload's document as dedupd parsed it, the one the business key
+     * and the request hash were built from: read it with
+     * host->path_value. NULL without a payload (finish() called by the
+     * compensation scan). */
+    const dedupd_doc *doc;
 } dedupd_msg;
 
 typedef struct dedupd_result {
@@ -366,6 +418,24 @@ struct dedupd_host {
      * metric_add. */
     int (*metric_observe)(const dedupd_host *host, dedupd_metric *metric, const char *const *values,
                           double v);
+    /* ---- version >= 3 (ABI 7): the payload's values, exactly ---- */
+    /* Compiles text[0..len), a path in the syntax of a key template's
+     * ${...} (docs/KEYS.md 5.: "merchant_id", "order.items[0].sku"), for
+     * path_value. NULL with the reason in errstr ("... at column N", N
+     * counted in text) for a malformed path, or out of memory. Compile
+     * each path once (init_host, conn_init), not per message. */
+    dedupd_path *(*path_new)(const dedupd_host *host, const char *text, size_t len, char *errstr,
+                             size_t errstr_size);
+    /* Frees a path of path_new; NULL is fine. */
+    void (*path_free)(const dedupd_host *host, dedupd_path *path);
+    /* The value path finds in msg's payload, into *out (see dedupd_value).
+     * Returns 0, out->type DEDUPD_VALUE_MISSING when the path finds nothing
+     * (errstr, if not NULL, then says why: "field order.no is missing
+     * (order is a string)"); or -1 with the reason in errstr when msg has
+     * no document (msg->doc NULL). A lookup, never a parse; any thread,
+     * during a call that received msg. */
+    int (*path_value)(const dedupd_host *host, const dedupd_msg *msg, const dedupd_path *path,
+                      dedupd_value *out, char *errstr, size_t errstr_size);
 };
 
 typedef struct dedupd_handler {

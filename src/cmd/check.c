@@ -132,9 +132,30 @@ static int dd_check_handler_grants(const dd_conf_t *conf, dd_db_t *db, int r, co
     return 1;
 }
 
+/* Route r's handler on a connection of the runtime user: its conn_init,
+ * which prepares what it needs there (the SQL handler's statements), so
+ * an unknown table or a missing privilege shows now, not at the first
+ * message. Returns 1 when it failed. */
+static int dd_check_handler_conn(dd_handler_t *h, dd_db_t *db, const char *who)
+{
+    char err[1024];
+    void *conn_state;
+
+    if (!h || !dd_handler_has_conn_init(h)) return 0;
+    if (dd_handler_conn_init(h, dd_db_mysql(db), &conn_state, err, sizeof(err)) != DD_OK) {
+        printf("FAIL %shandler connection: %s\n", who, err);
+        return 1;
+    }
+    dd_handler_conn_fini(h, dd_db_mysql(db), conn_state);
+    printf("ok   %shandler connection: %s's conn_init succeeded as %s\n", who, dd_handler_name(h),
+           dd_db_settings(db)->user);
+    return 0;
+}
+
 /* Route r's dedup table: at the newest schema version, recording this key
- * format, granted. Returns 1 when something failed. */
-static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r)
+ * format, granted; its handler's privileges and connection. Returns 1 when
+ * something failed. */
+static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r, dd_handler_t *h)
 {
     const char *table = conf->routes[r].dedup.table;
     char err[1024], who[96], route[96];
@@ -168,7 +189,8 @@ static int dd_check_table(const dd_conf_t *conf, dd_db_t *db, int r)
         printf("FAIL %sprivileges: %s\n", who, err);
         bad = 1;
     }
-    return bad | dd_check_handler_grants(conf, db, r, who);
+    bad |= dd_check_handler_grants(conf, db, r, who);
+    return bad | dd_check_handler_conn(h, db, who);
 }
 
 /* Shard s records the configuration's layout. Returns 1 when it does not. */
@@ -231,9 +253,9 @@ static int dd_check_own_tables(const dd_conf_t *conf, dd_db_t *db, const char *w
 }
 
 /* One database shard (the database, without mysql.shards): connected to,
- * dedupd's tables, each route's table in it, and its recorded layout.
- * Returns 1 when something failed. */
-static int dd_check_shard(const dd_conf_t *conf, int s, int *warnings)
+ * dedupd's tables, each route's table in it (its handler's conn_init
+ * there), and its recorded layout. Returns 1 when something failed. */
+static int dd_check_shard(const dd_conf_t *conf, int s, dd_handler_t **hs, int *warnings)
 {
     const dd_conf_mysql_t *my = &conf->shards[s];
     char err[1024], tls[200] = "unix socket, no TLS", which[400] = "", addr[300];
@@ -252,7 +274,7 @@ static int dd_check_shard(const dd_conf_t *conf, int s, int *warnings)
     bad |= dd_check_own_tables(conf, db, which, warnings);
     if (conf->shard_cnt > 1) bad |= dd_check_layout(conf, db, s, which);
     for (int r = 0; r < conf->route_cnt; r++)
-        bad |= dd_check_table(conf, db, r);
+        bad |= dd_check_table(conf, db, r, hs[r]);
     dd_db_destroy(db);
     return bad;
 }
@@ -282,7 +304,7 @@ static int dd_check_run(const dd_cmd_ctx_t *ctx, void *opts)
     /* What `dedupd run` checks before it starts, in the same words. */
     if (dd_validate_conf(conf, hs, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
     for (int s = 0; s < conf->shard_cnt; s++)
-        bad |= dd_check_shard(conf, s, &warnings);
+        bad |= dd_check_shard(conf, s, hs, &warnings);
     bad |= dd_check_kafka(conf, &warnings);
     dd_routes_destroy_handlers(hs, conf->route_cnt);
     if (bad)
@@ -302,10 +324,10 @@ const dd_cmd_t dd_cmd_check = {
              "\n"
              "Validates what `dedupd run` validates before it starts, for every route, then\n"
              "connects to the database (the privileges on dedupd's tables, the positions'\n"
-             "table, each dedup table's schema version, key format and privileges) and\n"
-             "looks every topic up in the cluster's metadata (without creating it; a\n"
-             "pattern's topics must match one route only). One line per finding: ok, WARN\n"
-             "or FAIL.\n",
+             "table, each dedup table's schema version, key format and privileges, each\n"
+             "handler's conn_init, which prepares its statements) and looks every topic up\n"
+             "in the cluster's metadata (without creating it; a pattern's topics must match\n"
+             "one route only). One line per finding: ok, WARN or FAIL.\n",
     .exits = "  0  passed (maybe with warnings)\n"
              "  1  a check failed\n"
              "  2  usage error\n",

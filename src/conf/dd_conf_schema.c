@@ -291,8 +291,12 @@ const dd_conf_item_t dd_conf_items[] = {
              "directory. A handler that ships with dedupd is named by its own group instead "
              "(handler.sql, handler.http)."},
     {.path = "handler.sql", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_RAT("handler.sql", handler.config), .replaces = "handler.path",
-     .desc = "The SQL handler that ships with dedupd, configured by this group instead of a "
-             "plugin named by handler.path (docs/HANDLERS.md, \"The SQL handler\")."},
+     .desc = "The SQL handler that ships with dedupd, in place of a plugin named by "
+             "handler.path: the statements each message runs in dedupd's transaction "
+             "(statements, each value a bound ${path}; expect and otherwise), and optionally its "
+             "tables (migrate), a response query and events (docs/SQL.md). Read by the "
+             "handler when it loads: run, migrate and check refuse a wrong one, naming the line "
+             "and the statement."},
     {.path = "handler.http", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_RAT("handler.http", handler.config), .replaces = "handler.path",
      .desc = "The HTTP handler that ships with dedupd (external mode), configured by this "
              "group instead of a plugin named by handler.path (docs/HANDLERS.md, \"The HTTP "

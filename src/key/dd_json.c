@@ -42,6 +42,9 @@ struct dd_json_doc_s {
     uint32_t member_cnt, member_cap;
     char *strs; /* decoded strings that had escapes; never moves during a parse */
     size_t strs_cap;
+    size_t strs_len;  /* bytes of strs the last parse used */
+    const char *text; /* the text of the last parse, text_len bytes */
+    size_t text_len;
     int ok; /* the last parse succeeded */
 };
 
@@ -779,6 +782,9 @@ int dd_json_parse(dd_json_doc_t *doc, const void *text, size_t len, char *errstr
         doc->node_cnt = 0;
         return dd_json_fail(&ps, ps.p, "trailing data after the JSON value");
     }
+    doc->strs_len = ps.strs_len;
+    doc->text = text;
+    doc->text_len = len;
     doc->ok = 1;
     return 0;
 }
@@ -829,6 +835,124 @@ const dd_json_node_t *dd_json_member(const dd_json_doc_t *doc, const dd_json_nod
             hi = mid;
     }
     return NULL;
+}
+
+/*
+ * Copies and the text of values
+ */
+
+/* Sizes rounded up to what malloc aligns to, so the parts of a copy laid
+ * out one after another in one block stay aligned. */
+static size_t dd_json_round(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+size_t dd_json_doc_copy_size(const dd_json_doc_t *doc)
+{
+    if (!doc->ok) return 0;
+    return dd_json_round(sizeof(dd_json_doc_t)) +
+           dd_json_round((size_t)doc->node_cnt * sizeof(dd_json_node_t)) +
+           dd_json_round((size_t)doc->order_cnt * sizeof(uint32_t)) + doc->strs_len;
+}
+
+/* A pointer of a node into the decoded strings of doc, moved to the same
+ * place in strs; a pointer into the text stays. */
+static const char *dd_json_relocate(const dd_json_doc_t *doc, const char *p, char *strs)
+{
+    if (p && doc->strs_len && p >= doc->strs && p < doc->strs + doc->strs_len)
+        return strs + (p - doc->strs);
+    return p;
+}
+
+const dd_json_doc_t *dd_json_doc_copy(const dd_json_doc_t *doc, void *mem)
+{
+    dd_json_doc_t *c = mem;
+    char *at = mem;
+    size_t nodes = (size_t)doc->node_cnt * sizeof(dd_json_node_t);
+    size_t order = (size_t)doc->order_cnt * sizeof(uint32_t);
+
+    if (!doc->ok || !mem) return NULL;
+    memset(c, 0, sizeof(*c));
+    at += dd_json_round(sizeof(*c));
+    c->nodes = (dd_json_node_t *)(void *)at;
+    at += dd_json_round(nodes);
+    c->order = (uint32_t *)(void *)at;
+    at += dd_json_round(order);
+    c->strs = at;
+    memcpy(c->nodes, doc->nodes, nodes);
+    if (order) memcpy(c->order, doc->order, order);
+    if (doc->strs_len) memcpy(c->strs, doc->strs, doc->strs_len);
+    for (uint32_t i = 0; doc->strs_len && i < doc->node_cnt; i++) {
+        c->nodes[i].str = dd_json_relocate(doc, c->nodes[i].str, c->strs);
+        c->nodes[i].name = dd_json_relocate(doc, c->nodes[i].name, c->strs);
+    }
+    c->node_cnt = c->node_cap = doc->node_cnt;
+    c->order_cnt = c->order_cap = doc->order_cnt;
+    c->strs_len = c->strs_cap = doc->strs_len;
+    c->text = doc->text;
+    c->text_len = doc->text_len;
+    c->ok = 1;
+    return c;
+}
+
+/* Offset just after the JSON string whose '"' is at i (the text is one
+ * the parser accepted: the string is closed). */
+static size_t dd_json_skip_string(const char *t, size_t i)
+{
+    for (i++; t[i] != '"'; i++)
+        if (t[i] == '\\') i++;
+    return i + 1;
+}
+
+static size_t dd_json_skip_ws(const char *t, size_t i, size_t len)
+{
+    while (i < len && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* Offset just after the array or object whose bracket is at i. */
+static size_t dd_json_skip_container(const char *t, size_t i)
+{
+    size_t depth = 0;
+
+    for (;; i++) {
+        if (t[i] == '"')
+            i = dd_json_skip_string(t, i) - 1;
+        else if (t[i] == '[' || t[i] == '{')
+            depth++;
+        else if ((t[i] == ']' || t[i] == '}') && --depth == 0)
+            return i + 1;
+    }
+}
+
+void dd_json_value_text(const dd_json_doc_t *doc, const dd_json_node_t *node, const char **text,
+                        size_t *len)
+{
+    const char *t = doc->text;
+    size_t i = node->at, end;
+
+    if (node->name) { /* at is its name's: the value is after the ':' */
+        i = dd_json_skip_ws(t, dd_json_skip_string(t, i), doc->text_len);
+        i = dd_json_skip_ws(t, i + 1, doc->text_len);
+    }
+    switch (node->type) {
+    case DD_JSON_STRING:
+        end = dd_json_skip_string(t, i);
+        break;
+    case DD_JSON_NUMBER:
+        end = i + node->len;
+        break;
+    case DD_JSON_ARRAY:
+    case DD_JSON_OBJECT:
+        end = dd_json_skip_container(t, i);
+        break;
+    default: /* true, false, null */
+        end = i + (node->type == DD_JSON_FALSE ? 5 : 4);
+    }
+    *text = t + i;
+    *len = end - i;
 }
 
 /*

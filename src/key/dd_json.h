@@ -94,6 +94,23 @@ const dd_json_node_t *dd_json_member_sorted(const dd_json_doc_t *doc, const dd_j
 const dd_json_node_t *dd_json_member(const dd_json_doc_t *doc, const dd_json_node_t *obj,
                                      const char *name, size_t name_len);
 
+/* A read-only copy of doc's last successful parse, for a document that
+ * must outlive the next parse into doc (a message's, which handlers read
+ * through the host's path_value while the consumer parses the next ones).
+ * The copy is one block of dd_json_doc_copy_size(doc) bytes at mem,
+ * aligned as malloc's: it owns nothing else, so freeing mem frees it (never
+ * dd_json_doc_destroy). It reads as doc did (root, member, index, the text
+ * of values) and points into the parsed text as doc does. Size 0 and NULL
+ * when doc holds no successful parse. */
+size_t dd_json_doc_copy_size(const dd_json_doc_t *doc);
+const dd_json_doc_t *dd_json_doc_copy(const dd_json_doc_t *doc, void *mem);
+
+/* The text of node's value as written in the parsed text (a string with
+ * its quotes and escapes, an array or object with all it holds), into
+ * *text and *len. The text must still be alive. */
+void dd_json_value_text(const dd_json_doc_t *doc, const dd_json_node_t *node, const char **text,
+                        size_t *len);
+
 /* A number's exact value: +-D x 10^exp, where the digits of D are
  * d1[0..n1) followed by d2[0..n2) (spans of the text: the digits before and
  * after its '.'), without leading or trailing zeros. Zero (any spelling) has

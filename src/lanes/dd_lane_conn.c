@@ -164,6 +164,7 @@ void dd_lane_conn_msg_fill(dd_lane_conn_t *conn, const dd_item_t *item, size_t *
         .biz_key = item->key,
         .fence = item->fence,
         .shard = item->shard,
+        .doc = (const dedupd_doc *)(const void *)item->doc,
     };
     if (rd_kafka_message_headers(rkm, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     for (size_t i = 0; *at + n < conn->hdr_cap; i++) {

@@ -15,6 +15,7 @@ dd_item_t *dd_item_new(void)
 void dd_item_reset(dd_item_t *item, dd_parse_pool_t *pool)
 {
     dd_parse_release(pool, item->json);
+    dd_parse_release_doc(pool, item->doc);
     if (item->rkm) rd_kafka_message_destroy(item->rkm);
     free(item->response);
     free(item->text_owned);

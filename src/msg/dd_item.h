@@ -51,6 +51,9 @@ typedef struct dd_item_s {
     int shard;         /* the database shard its rows live in, an index of conf->shards */
 
     cJSON *json; /* owned; in the parse pool the item was parsed into */
+    /* owned, as json: the strict parser's document of text, which the
+     * handler reads exact values from (the host's path_value) */
+    const dd_json_doc_t *doc;
     /* The JSON text parsed (dedup.format): NULL for the payload itself;
      * else after a json_sr header, or text_owned, an Avro record decoded. */
     const char *text;
@@ -105,7 +108,7 @@ static inline const char *dd_item_text(const dd_item_t *item, size_t *len)
 
 /* A zeroed item, or NULL when out of memory. */
 dd_item_t *dd_item_new(void);
-/* Frees what the item holds (message, tree, response) and zeroes it, for
+/* Frees what the item holds (message, tree, document, response) and zeroes it, for
  * reuse. pool: where its tree was parsed (NULL: the heap). */
 void dd_item_reset(dd_item_t *item, dd_parse_pool_t *pool);
 /* dd_item_reset() and free; NULL is fine. */

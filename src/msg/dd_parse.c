@@ -170,18 +170,67 @@ static cJSON *dd_parse_tree(dd_parse_pool_t *pool, const char *text, size_t len,
     return cJSON_ParseWithLengthOpts(text, len, end, 0);
 }
 
-void dd_parse_release(dd_parse_pool_t *pool, cJSON *json)
+/* One tree or document copy fewer in chunk idx: a chunk left with none
+ * (and not being filled) is free again. */
+static void dd_parse_chunk_unref(dd_parse_pool_t *pool, size_t idx)
 {
-    size_t idx;
-
-    if (!json) return;
-    if (!pool || (uintptr_t)json - (uintptr_t)pool->base >= pool->chunk_cnt * DD_PARSE_CHUNK) {
-        cJSON_Delete(json);
-        return;
-    }
-    idx = (size_t)((char *)json - pool->base) / DD_PARSE_CHUNK;
     if (--pool->refs[idx] == 0 && (long)idx != pool->cur)
         pool->free_idx[pool->free_cnt++] = (uint16_t)idx;
+}
+
+/* The chunk p lies in, or -1 when it is not pool memory. */
+static long dd_parse_chunk_of(const dd_parse_pool_t *pool, const void *p)
+{
+    if (!pool || (uintptr_t)p - (uintptr_t)pool->base >= pool->chunk_cnt * DD_PARSE_CHUNK)
+        return -1;
+    return (long)(((const char *)p - pool->base) / DD_PARSE_CHUNK);
+}
+
+void dd_parse_release(dd_parse_pool_t *pool, cJSON *json)
+{
+    long idx = dd_parse_chunk_of(pool, json);
+
+    if (!json) return;
+    if (idx < 0)
+        cJSON_Delete(json);
+    else
+        dd_parse_chunk_unref(pool, (size_t)idx);
+}
+
+/* size bytes for a copy of a document, in the chunk being filled when it
+ * has room (counted like a tree, so the chunk lives as long as the copy),
+ * else from the heap. */
+static void *dd_parse_pool_alloc(dd_parse_pool_t *pool, size_t size)
+{
+    size_t n = (size + DD_PARSE_ALIGN - 1) & ~(size_t)(DD_PARSE_ALIGN - 1);
+    char *p;
+
+    if (!pool || n < size || n > DD_PARSE_CHUNK || dd_parse_pool_room(pool, n) != 0)
+        return malloc(size);
+    p = pool->base + (size_t)pool->cur * DD_PARSE_CHUNK + pool->used;
+    pool->used += n;
+    pool->refs[pool->cur]++;
+    return p;
+}
+
+void dd_parse_release_doc(dd_parse_pool_t *pool, const dd_json_doc_t *doc)
+{
+    long idx = dd_parse_chunk_of(pool, doc);
+
+    if (!doc) return;
+    if (idx >= 0)
+        dd_parse_chunk_unref(pool, (size_t)idx);
+    else if (!dd_parse_in_region(doc)) /* without the pool, its memory is not ours */
+        free((void *)(uintptr_t)doc);
+}
+
+/* The copy of doc a message keeps for its handler (dd_json_doc_copy), or
+ * NULL out of memory. */
+static const dd_json_doc_t *dd_parse_keep_doc(dd_parse_pool_t *pool, const dd_json_doc_t *doc)
+{
+    void *mem = dd_parse_pool_alloc(pool, dd_json_doc_copy_size(doc));
+
+    return mem ? dd_json_doc_copy(doc, mem) : NULL;
 }
 
 /*
@@ -201,23 +250,25 @@ static cJSON *dd_parse_json(dd_parse_pool_t *pool, const void *payload, size_t l
 }
 
 int dd_parse_message(dd_json_doc_t *doc, int64_t max_payload_bytes, const dd_key_tmpl_t *tmpl,
-                     const void *payload, size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1],
-                     size_t *key_len, dd_reason_t *reason, char *errstr, size_t errstr_size)
+                     const void *payload, size_t len, cJSON **jsonp, const dd_json_doc_t **copyp,
+                     char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason, char *errstr,
+                     size_t errstr_size)
 {
-    return dd_parse_message_into(NULL, doc, max_payload_bytes, tmpl, payload, len, jsonp, key,
-                                 key_len, reason, errstr, errstr_size);
+    return dd_parse_message_into(NULL, doc, max_payload_bytes, tmpl, payload, len, jsonp, copyp,
+                                 key, key_len, reason, errstr, errstr_size);
 }
 
 int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, int64_t max_payload_bytes,
                           const dd_key_tmpl_t *tmpl, const void *payload, size_t len, cJSON **jsonp,
-                          char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
-                          char *errstr, size_t errstr_size)
+                          const dd_json_doc_t **copyp, char key[DD_KEY_MAX + 1], size_t *key_len,
+                          dd_reason_t *reason, char *errstr, size_t errstr_size)
 {
     dd_key_status_t ks;
     char why[200];
     int rc;
 
     *jsonp = NULL;
+    if (copyp) *copyp = NULL;
     *key_len = 0;
     key[0] = '\0';
     if ((int64_t)len > max_payload_bytes) {
@@ -245,7 +296,11 @@ int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, int64_t max
         *reason = ks == DD_KEY_MISSING ? DD_REASON_KEY_MISSING : DD_REASON_KEY_TOO_LONG;
         return DD_ERR_PERMANENT;
     }
-    if (!(*jsonp = dd_parse_json(pool, payload, len, errstr, errstr_size))) {
+    if (!(*jsonp = dd_parse_json(pool, payload, len, errstr, errstr_size)) ||
+        (copyp && !(*copyp = dd_parse_keep_doc(pool, doc)))) {
+        if (*jsonp) dd_errstr_set(errstr, errstr_size, "cannot keep the document (out of memory)");
+        dd_parse_release(pool, *jsonp);
+        *jsonp = NULL;
         *key_len = 0;
         key[0] = '\0';
         *reason = DD_REASON_BAD_JSON;

@@ -26,12 +26,16 @@
  * dedup.max_payload_bytes) are refused.
  * Returns DD_OK with *jsonp set (the caller owns it: cJSON_Delete) and doc
  * holding the payload's document (for dd_hash_doc, a lane key) until the
- * next parse into it; or DD_ERR_PERMANENT with *reason (bad_json,
- * key_missing, key_too_long, payload_too_large), why it failed in errstr,
- * *jsonp NULL and *key_len 0. doc points into payload: keep both. */
+ * next parse into it; with copyp, *copyp a copy of that document the
+ * message keeps for its handler (the host's path_value reads it), which
+ * the caller frees with dd_parse_release_doc(NULL, *copyp). Or
+ * DD_ERR_PERMANENT with *reason (bad_json, key_missing, key_too_long,
+ * payload_too_large), why it failed in errstr, *jsonp and *copyp NULL and
+ * *key_len 0. doc and the copy point into payload: keep it. */
 int dd_parse_message(dd_json_doc_t *doc, int64_t max_payload_bytes, const dd_key_tmpl_t *tmpl,
-                     const void *payload, size_t len, cJSON **jsonp, char key[DD_KEY_MAX + 1],
-                     size_t *key_len, dd_reason_t *reason, char *errstr, size_t errstr_size);
+                     const void *payload, size_t len, cJSON **jsonp, const dd_json_doc_t **copyp,
+                     char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason, char *errstr,
+                     size_t errstr_size);
 
 /*
  * Parse pool: where the consumer's parsed payloads live.
@@ -60,13 +64,18 @@ int dd_parse_pool_new(dd_parse_pool_t **poolp, int64_t max_trees, char *errstr, 
 /* Every tree parsed into the pool must have been released. NULL is fine. */
 void dd_parse_pool_destroy(dd_parse_pool_t *pool);
 
-/* dd_parse_message with the tree in pool (NULL: on the heap). The caller
- * releases it with dd_parse_release(pool, json). */
+/* dd_parse_message with the tree and the document's copy in pool (NULL: on
+ * the heap). The caller releases them with dd_parse_release(pool, json)
+ * and dd_parse_release_doc(pool, copy). */
 int dd_parse_message_into(dd_parse_pool_t *pool, dd_json_doc_t *doc, int64_t max_payload_bytes,
                           const dd_key_tmpl_t *tmpl, const void *payload, size_t len, cJSON **jsonp,
-                          char key[DD_KEY_MAX + 1], size_t *key_len, dd_reason_t *reason,
-                          char *errstr, size_t errstr_size);
+                          const dd_json_doc_t **copyp, char key[DD_KEY_MAX + 1], size_t *key_len,
+                          dd_reason_t *reason, char *errstr, size_t errstr_size);
 /* Frees a tree from dd_parse_message_into(pool, ...); json may be NULL. */
 void dd_parse_release(dd_parse_pool_t *pool, cJSON *json);
+/* Frees a document's copy from dd_parse_message_into(pool, ...); NULL is
+ * fine. Without the pool (another thread) a copy in the pool's memory is
+ * left to it, as a tree is. */
+void dd_parse_release_doc(dd_parse_pool_t *pool, const dd_json_doc_t *doc);
 
 #endif /* DD_PARSE_H */

@@ -75,7 +75,7 @@ void dd_pipeline_route_decoded(dd_pipeline_t *pl, dd_item_t *item)
     int shard_reason = 0;
 
     if (dd_parse_message_into(pl->pool, pl->doc, INT64_MAX, rt->tmpl, text, text_len, &item->json,
-                              item->key, &item->key_len, &reason, item->error,
+                              &item->doc, item->key, &item->key_len, &reason, item->error,
                               sizeof(item->error)) != DD_OK) {
         dd_registry_parse_failed(rt->conf->dedup.format, &reason, item->error, sizeof(item->error));
         dd_pipeline_reject(pl, item, reason);

@@ -14,7 +14,8 @@
  * (dedupd_host), whose log() attaches the fields of the message the calling
  * thread is handling, known from a thread-local set around each handle(),
  * whose emit() (dd_handler_emit.c) writes into the call's transaction, and
- * whose metric_*() (dd_handler_metrics.c) count the handler's own metrics.
+ * whose metric_*() (dd_handler_metrics.c) count the handler's own metrics,
+ * and whose path_value() (dd_handler_field.c) reads the payload's values.
  *
  * After load the object is read-only, so dd_handler_handle() may be called
  * from several worker threads at once.
@@ -255,6 +256,9 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, int ou
         .metric_new = dd_handler_host_metric_new,
         .metric_add = dd_handler_host_metric_add,
         .metric_observe = dd_handler_host_metric_observe,
+        .path_new = dd_handler_host_path_new,
+        .path_free = dd_handler_host_path_free,
+        .path_value = dd_handler_host_path_value,
     };
     if (!(h->metrics = dd_handler_metrics_new(h->desc->name))) {
         dd_errstr_set(errstr, errstr_size, "handler %s: out of memory", h->path);
@@ -416,6 +420,11 @@ int dd_handler_conn_init(dd_handler_t *h, MYSQL *db, void **conn_state, char *er
         return DD_ERR_FATAL;
     }
     return DD_OK;
+}
+
+int dd_handler_has_conn_init(const dd_handler_t *h)
+{
+    return h->conn_init != NULL;
 }
 
 void dd_handler_conn_fini(dd_handler_t *h, MYSQL *db, void *conn_state)

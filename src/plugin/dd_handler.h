@@ -49,6 +49,8 @@ int dd_handler_migrate(dd_handler_t *h, MYSQL *db, char *errstr, size_t errstr_s
  * autocommit off. errstr names the handler. */
 int dd_handler_conn_init(dd_handler_t *h, MYSQL *db, void **conn_state, char *errstr,
                          size_t errstr_size);
+/* 1 when the handler has conn_init (ABI >= 3). */
+int dd_handler_has_conn_init(const dd_handler_t *h);
 /* Calls the optional conn_fini (ABI >= 3) before db is closed, for a
  * connection whose dd_handler_conn_init() succeeded. */
 void dd_handler_conn_fini(dd_handler_t *h, MYSQL *db, void *conn_state);

@@ -1,9 +1,10 @@
 /*
  * Private to the handler module: the call context of host->emit, shared by
  * dd_handler.c (which opens and closes it around handle() and
- * handle_batch()) and dd_handler_emit.c (the host calls); and a handler's
+ * handle_batch()) and dd_handler_emit.c (the host calls); a handler's
  * metrics, which dd_handler.c makes before init_host and frees after fini,
- * and dd_handler_metrics.c keeps (the host calls, /metrics).
+ * and dd_handler_metrics.c keeps (the host calls, /metrics); the host's
+ * payload reads of dd_handler_field.c.
  */
 #ifndef DD_HANDLER_INT_H
 #define DD_HANDLER_INT_H
@@ -93,5 +94,13 @@ int dd_handler_host_metric_add(const dedupd_host *host, dedupd_metric *metric,
                                const char *const *values, double v);
 int dd_handler_host_metric_observe(const dedupd_host *host, dedupd_metric *metric,
                                    const char *const *values, double v);
+
+/* host->path_new, path_free and path_value (dd_handler_field.c). */
+dedupd_path *dd_handler_host_path_new(const dedupd_host *host, const char *text, size_t len,
+                                      char *errstr, size_t errstr_size);
+void dd_handler_host_path_free(const dedupd_host *host, dedupd_path *path);
+int dd_handler_host_path_value(const dedupd_host *host, const dedupd_msg *msg,
+                               const dedupd_path *path, dedupd_value *out, char *errstr,
+                               size_t errstr_size);
 
 #endif /* DD_HANDLER_INT_H */

@@ -27,7 +27,8 @@
 #   TB_GROUP (tg)  TB_TOPIC (first mock topic)  TB_TOPICS (space separated,
 #   default TB_TOPIC)  TB_KEY (pay:${merchant_id}:${order_no})  TB_TTL (7d)
 #   TB_HANDLER ($DD_LEDGER_SO)  TB_HANDLER_CONFIG (libconfig body of
-#   handler.config)  TB_WORKERS (2)  TB_BATCH_MAX (500)  TB_BATCH_WAIT_MS (20)
+#   handler.config)  TB_HANDLER_SQL (libconfig body of handler.sql: the SQL
+#   handler instead of TB_HANDLER)  TB_WORKERS (2)  TB_BATCH_MAX (500)  TB_BATCH_WAIT_MS (20)
 #   TB_KAFKA_PROPS (extra librdkafka "name=value" words)  TB_DEDUP_EXTRA /
 #   TB_KAFKA_EXTRA / TB_MYSQL_EXTRA / TB_BATCH_EXTRA / TB_HANDLER_EXTRA
 #   (lines inside those groups)  TB_DLQ_TOPIC  TB_MYSQL_HOST / TB_MYSQL_PORT
@@ -356,7 +357,9 @@ tb_config() {
     echo "dedup = { key = $(_tb_str "${TB_KEY:-$default_key}"); ttl = $(_tb_str "${TB_TTL:-7d}");"
     [[ -n "${TB_DEDUP_EXTRA:-}" ]] && echo "          $TB_DEDUP_EXTRA"
     echo "};"
-    if [[ -n "${TB_HANDLER_CONFIG:-}" ]]; then
+    if [[ -n "${TB_HANDLER_SQL:-}" ]]; then
+      echo "handler = { ${TB_HANDLER_EXTRA:-} sql = { $TB_HANDLER_SQL }; };"
+    elif [[ -n "${TB_HANDLER_CONFIG:-}" ]]; then
       echo "handler = { path = $(_tb_str "$handler"); ${TB_HANDLER_EXTRA:-} config = { $TB_HANDLER_CONFIG }; };"
     else
       echo "handler = { path = $(_tb_str "$handler"); ${TB_HANDLER_EXTRA:-} };"
@@ -374,7 +377,7 @@ tb_config() {
 # `routes = ( ROUTES );` (the text of the route groups) where tb_config
 # writes kafka.topics, dedup, handler and dlq; the rest as tb_config
 # (TB_GROUP, TB_KAFKA_PROPS, TB_KAFKA_EXTRA, TB_WORKERS, TB_BATCH_MAX,
-# TB_BATCH_WAIT_MS).
+# TB_BATCH_WAIT_MS, the shards of tb_shards).
 # TB_COUPON_SO is the coupon example handler, for routes to name.
 tb_config_routes() {
   local routes="$1" props line
@@ -390,7 +393,9 @@ tb_config_routes() {
     [[ -n "${TB_KAFKA_EXTRA:-}" ]] && echo "          $TB_KAFKA_EXTRA"
     echo "};"
     echo "mysql = { socket = $(_tb_str "$DD_TEST_MYSQL_SOCKET");"
-    echo "          user = $(_tb_str "$TB_RT_USER"); database = $(_tb_str "$TB_DB"); };"
+    echo "          user = $(_tb_str "$TB_RT_USER"); database = $(_tb_str "$TB_DB");"
+    ((${#TB_SHARD_SOCKETS[@]} > 0)) && _tb_shards_setting
+    echo "};"
     echo "routes = ("
     echo "$routes"
     echo ");"

@@ -57,23 +57,31 @@ static cJSON *parse_both(dd_parse_pool_t *pool, const char *text, int *rc)
     cJSON *j1 = NULL, *j2 = NULL;
     int rc2;
 
+    const dd_json_doc_t *c1 = NULL, *c2 = NULL;
+
     *rc = dd_parse_message_into(pool, doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text),
-                                &j1, key1, &len1, &r1, err1, sizeof(err1));
-    rc2 = dd_parse_message(doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text), &j2, key2,
-                           &len2, &r2, err2, sizeof(err2));
+                                &j1, &c1, key1, &len1, &r1, err1, sizeof(err1));
+    rc2 = dd_parse_message(doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text), &j2, &c2,
+                           key2, &len2, &r2, err2, sizeof(err2));
     ck_assert_int_eq(*rc, rc2);
     ck_assert_str_eq(err1, err2);
     if (*rc == DD_OK) {
         char *s1 = cJSON_PrintUnformatted(j1), *s2 = cJSON_PrintUnformatted(j2);
         ck_assert_str_eq(s1, s2);
         ck_assert_str_eq(key1, key2);
+        ck_assert_uint_eq(dd_json_root(c1)->skip, dd_json_root(doc)->skip);
+        ck_assert_uint_eq(dd_json_root(c2)->skip, dd_json_root(doc)->skip);
         cJSON_free(s1);
         cJSON_free(s2);
     } else {
         ck_assert_int_eq(r1, r2);
         ck_assert_ptr_null(j1);
+        ck_assert_ptr_null(c1);
+        ck_assert_ptr_null(c2);
     }
     cJSON_Delete(j2);
+    dd_parse_release_doc(pool, c1);
+    dd_parse_release_doc(NULL, c2);
     return j1;
 }
 
@@ -144,6 +152,63 @@ START_TEST(test_chunks_reused_and_bounded)
 }
 END_TEST
 
+/* The copy of the document a message keeps for its handler reads as the
+ * document did after later parses overwrote it, whether it lives in the
+ * pool or on the heap: member lookups, decoded strings (escaped ones
+ * included), and the text of values as written. */
+START_TEST(test_doc_copies_outlive_the_parse)
+{
+    enum { LIVE = 500 };
+    char *texts[LIVE], key[DD_KEY_MAX + 1], err[256], want[64];
+    const dd_json_doc_t *copies[LIVE];
+    dd_parse_pool_t *pool;
+    cJSON *trees[LIVE];
+    dd_reason_t reason;
+    size_t key_len;
+
+    ck_assert_int_eq(dd_parse_pool_new(&pool, 1, err, sizeof(err)), DD_OK);
+    for (int i = 0; i < LIVE; i++) {
+        texts[i] = malloc(128);
+        snprintf(texts[i], 128,
+                 "{ \"id\" : \"o\\u00e9%d\", \"n\":[%d, {\"s\":\"a\\\"]\"}] , \"x\":-0.00}", i, i);
+        ck_assert_int_eq(dd_parse_message_into(i % 3 ? pool : NULL, doc,
+                                               conf.dedup.max_payload_bytes, tmpl, texts[i],
+                                               strlen(texts[i]), &trees[i], &copies[i], key,
+                                               &key_len, &reason, err, sizeof(err)),
+                         DD_OK);
+    }
+    for (int i = LIVE; i-- > 0;) {
+        const dd_json_node_t *root = dd_json_root(copies[i]), *id, *n, *x;
+        const char *t;
+        size_t len;
+
+        id = dd_json_member(copies[i], root, "id", 2);
+        snprintf(want, sizeof(want), "o\xc3\xa9%d", i);
+        ck_assert_uint_eq(id->len, strlen(want));
+        ck_assert_mem_eq(id->str, want, id->len);
+        dd_json_value_text(copies[i], id, &t, &len);
+        snprintf(want, sizeof(want), "\"o\\u00e9%d\"", i);
+        ck_assert_uint_eq(len, strlen(want));
+        ck_assert_mem_eq(t, want, len);
+        n = dd_json_member(copies[i], root, "n", 1);
+        dd_json_value_text(copies[i], n, &t, &len);
+        snprintf(want, sizeof(want), "[%d, {\"s\":\"a\\\"]\"}]", i);
+        ck_assert_uint_eq(len, strlen(want));
+        ck_assert_mem_eq(t, want, len);
+        x = dd_json_member(copies[i], root, "x", 1);
+        dd_json_value_text(copies[i], x, &t, &len);
+        ck_assert_uint_eq(len, 5);
+        ck_assert_mem_eq(t, "-0.00", 5);
+        dd_json_value_text(copies[i], root, &t, &len);
+        ck_assert_uint_eq(len, strlen(texts[i]));
+        dd_parse_release(i % 3 ? pool : NULL, trees[i]);
+        dd_parse_release_doc(i % 3 ? pool : NULL, copies[i]);
+        free(texts[i]);
+    }
+    dd_parse_pool_destroy(pool);
+}
+END_TEST
+
 /* What dd_parse_message refuses, with which reason and message; the
  * non-JSON attack cases first. */
 START_TEST(test_refusals)
@@ -186,8 +251,8 @@ START_TEST(test_refusals)
         cJSON *json = (cJSON *)1;
 
         ck_assert_int_eq(dd_parse_message_into(pool, doc, conf.dedup.max_payload_bytes, tmpl,
-                                               v[i].text, strlen(v[i].text), &json, key, &key_len,
-                                               &reason, err, sizeof(err)),
+                                               v[i].text, strlen(v[i].text), &json, NULL, key,
+                                               &key_len, &reason, err, sizeof(err)),
                          DD_ERR_PERMANENT);
         ck_assert_str_eq(err, v[i].err);
         ck_assert_int_eq(reason, v[i].reason);
@@ -210,7 +275,7 @@ START_TEST(test_key_and_doc)
     cJSON *json;
 
     ck_assert_int_eq(dd_parse_message(doc, conf.dedup.max_payload_bytes, tmpl, text, strlen(text),
-                                      &json, key, &key_len, &reason, err, sizeof(err)),
+                                      &json, NULL, key, &key_len, &reason, err, sizeof(err)),
                      DD_OK);
     ck_assert_str_eq(key, "k:x%01one");
     ck_assert_uint_eq(key_len, 9);
@@ -346,7 +411,7 @@ START_TEST(test_handler_reads_the_key_s_value)
         text[len++] = '}';
         text[len] = '\0';
         rc = dd_parse_message_into(i % 2 ? pool : NULL, doc, conf.dedup.max_payload_bytes, ft, text,
-                                   len, &json, key, &key_len, &reason, err, sizeof(err));
+                                   len, &json, NULL, key, &key_len, &reason, err, sizeof(err));
         if (rc != DD_OK) {
             ck_assert_ptr_null(json);
             if (strstr(text, "\\u0000")) {
@@ -381,6 +446,7 @@ static Suite *dd_parse_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_same_as_heap);
     tcase_add_test(tc, test_chunks_reused_and_bounded);
+    tcase_add_test(tc, test_doc_copies_outlive_the_parse);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_key_and_doc);
     tcase_add_test(tc, test_handler_reads_the_key_s_value);

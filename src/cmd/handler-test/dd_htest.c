@@ -72,7 +72,8 @@ typedef struct {
     char db[DD_HTEST_PASSES][64];
     char topic[DD_HTEST_PASSES][32];
     char dlq[DD_HTEST_PASSES][40];
-    char handler[200]; /* the handler's name */
+    char handler[200];           /* the handler's name */
+    char handler_path[PATH_MAX]; /* and where it was loaded from */
     dd_htest_env_t env;
     dd_htest_pass_t pass[DD_HTEST_PASSES];
 } dd_htest_t;
@@ -266,17 +267,19 @@ static int dd_htest_conf(dd_htest_t *ht, char *errstr, size_t errstr_size)
     /* The messages are JSON: what a route's Avro records decode to is what
      * its handler sees (docs/KEYS.md, "Avro"). */
     dd_htest_set(&ht->lc, "dedup", "format", CONFIG_TYPE_STRING, "json", 0);
-    if (!(handler = dd_htest_get(&ht->lc, "handler.path")) || !dd_htest_get(&ht->lc, "dedup.key")) {
-        dd_errstr_set(errstr, errstr_size, "%s has no %s", o->config,
-                      handler ? "dedup.key" : "handler.path");
+    if (!dd_htest_get(&ht->lc, "dedup.key")) {
+        dd_errstr_set(errstr, errstr_size, "%s has no dedup.key", o->config);
         return DD_EXIT_USAGE;
     }
     /* its private server's user holds every privilege: nothing to declare */
     if ((s = config_lookup(&ht->lc, "handler")) && config_setting_get_member(s, "grants"))
         config_setting_remove(s, "grants");
-    /* relative to the configuration's directory, or to here for --handler */
-    snprintf(path, sizeof(path), "%s/%s", o->handler ? cwd : dir, handler);
-    if (handler[0] != '/') dd_htest_set(&ht->lc, "handler", "path", CONFIG_TYPE_STRING, path, 0);
+    /* relative to the configuration's directory, or to here for --handler;
+     * without one, a handler that ships with dedupd (handler.sql) names it */
+    if ((handler = dd_htest_get(&ht->lc, "handler.path")) && handler[0] != '/') {
+        snprintf(path, sizeof(path), "%s/%s", o->handler ? cwd : dir, handler);
+        dd_htest_set(&ht->lc, "handler", "path", CONFIG_TYPE_STRING, path, 0);
+    }
     /* Small batches: every message's first success rolls its transaction
      * back once, so a batch of k owned keys runs k + 1 times. */
     dd_htest_set(&ht->lc, "batch", "max_messages", CONFIG_TYPE_INT, NULL, 32);
@@ -376,6 +379,7 @@ static int dd_htest_pass_new(dd_htest_t *ht, int p, char *errstr, size_t errstr_
         dd_log_setup((dd_log_level_t)ps->conf->log.level, (dd_log_format_t)ps->conf->log.format);
     if (!rc) rc = dd_validate_conf(ps->conf, &ps->h, dd_htest_report, NULL, errstr, errstr_size);
     if (!rc) snprintf(ht->handler, sizeof(ht->handler), "%s", dd_handler_name(ps->h));
+    if (!rc) snprintf(ht->handler_path, sizeof(ht->handler_path), "%s", dd_handler_path(ps->h));
     if (!rc) rc = dd_db_new(&db, ps->conf, errstr, errstr_size);
     if (!rc)
         rc = dd_migrate_run(dd_db_mysql(db), ps->conf->routes[0].dedup.table, errstr, errstr_size);
@@ -551,7 +555,7 @@ static int dd_htest_run(const dd_cmd_ctx_t *unused, void *opts)
     if (!rc) rc = dd_htest_passes(&ht, err, sizeof(err));
     if (!rc) {
         printf("dedupd handler-test: handler %s (%s), %zu message(s) from %s\n", ht.handler,
-               dd_htest_get(&ht.lc, "handler.path"), ht.n, ht.o->messages);
+               ht.handler_path, ht.n, ht.o->messages);
         dd_htest_print_pass(&ht, 0);
         dd_htest_print_pass(&ht, 1);
     }

@@ -512,7 +512,7 @@ int dd_replay_message(dd_replay_t *rp, int route, rd_kafka_message_t *rkm, char 
     if (rc > 0) {
         item->outcome = DD_OUT_DLQ;
     } else if (dd_parse_message(rp->doc, INT64_MAX, rt->tmpl, text, text_len, &item->json,
-                                item->key, &item->key_len, &item->reason, item->error,
+                                &item->doc, item->key, &item->key_len, &item->reason, item->error,
                                 sizeof(item->error)) != DD_OK) {
         dd_registry_parse_failed(rt->conf->dedup.format, &item->reason, item->error,
                                  sizeof(item->error));

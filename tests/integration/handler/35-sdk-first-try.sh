@@ -16,6 +16,7 @@ source "$(dirname "$0")/../lib.sh"
 tb_init sdk_first_try
 BUILD=$(dirname "$DEDUPD")
 SDK="$TB_DIR/sdk"
+# shellcheck disable=SC2034 # the page docs.sh's doc_file reads
 DOC="$DD_TEST_SRC_DIR/docs/HANDLERS.md"
 
 # show CMD...: logs the command as the page gives it (to the test's output,
@@ -25,14 +26,12 @@ show() {
   tb_log "\$ $*" >&3
   "$@"
 }
-# from_doc FILE: the fenced block after "<!-- sdk-first-try: FILE -->" (in
-# a list item too: the marker's indent is taken off the block's lines).
+# shellcheck source=../docs.sh
+source "$(dirname "$0")/../docs.sh"
+# from_doc FILE: the page's block of FILE (between its sdk-first-try
+# markers) into FILE.
 from_doc() {
-  awk -v m="<!-- sdk-first-try: $1 -->" '
-    on == 0 { t = $0; sub(/^ +/, "", t); if (t == m) { ind = length($0) - length(t); on = 1 }; next }
-    { l = $0; if (substr(l, 1, ind) ~ /^ *$/) l = substr(l, ind + 1) }
-    on == 1 && l ~ /^```/ { on = 2; next } on == 2 && l ~ /^```/ { exit } on == 2 { print l }' \
-    "$DOC" >"$1"
+  doc_file "$1" sdk-first-try >"$1"
   [[ -s "$1" ]] || tb_die "docs/HANDLERS.md has no sdk-first-try block for $1"
 }
 

@@ -1,0 +1,1 @@
+INSERT INTO coupon_stock (coupon, remaining) VALUES ('WELCOME10', 3);

@@ -1,0 +1,1 @@
+/*! DROP */ INSERT INTO t VALUES (?, ${@key}, ${@offset})

@@ -1,0 +1,1 @@
+INSERT INTO ledger_entry (merchant_id, order_no, amount) VALUES (${merchant_id}, ${order_no}, ${amount})

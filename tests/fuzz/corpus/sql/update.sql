@@ -1,0 +1,1 @@
+UPDATE orders SET status = 'PAID' WHERE order_no = ${order_no} AND status = 'UNPAID';
