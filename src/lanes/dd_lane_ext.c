@@ -166,6 +166,17 @@ static void dd_lane_ext_applied(dd_item_t *item, char *response, const char *not
     item->ext_step = DD_STEP_FINISH;
 }
 
+/* The wait before the next attempt after act() answered RETRY or
+ * reconcile() UNKNOWN: the backoff, or longer when the handler asked for
+ * longer (host->retry_after: a service's Retry-After). */
+static int64_t dd_lane_ext_retry_wait_ms(dd_lane_ext_t *ext, int attempt)
+{
+    int64_t backoff = dd_lane_conn_backoff_ms(ext->conn, attempt);
+    int64_t asked = dd_handler_retry_after_ms();
+
+    return asked > backoff ? asked : backoff;
+}
+
 /* ---- the steps ---- */
 
 /* A key claimed anew whose message was read again because the database
@@ -296,7 +307,7 @@ static int dd_lane_ext_reconcile(dd_lane_ext_t *ext, dd_item_t *item, dd_stats_t
                                    res.error[0] ? res.error : "UNKNOWN");
     dd_lane_ext_log(DD_LOG_INFO, item, "reconcile() cannot tell yet (%d): %s; asking again later.",
                     item->unknowns, res.error[0] ? res.error : "UNKNOWN");
-    dd_lane_ext_park(ext, item, dd_lane_conn_backoff_ms(ext->conn, item->unknowns));
+    dd_lane_ext_park(ext, item, dd_lane_ext_retry_wait_ms(ext, item->unknowns));
     return DD_EXT_PARK;
 }
 
@@ -322,7 +333,7 @@ static int dd_lane_ext_act(dd_lane_ext_t *ext, dd_item_t *item, dd_stats_t *d)
     if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
         return dd_lane_ext_give_up(item, DD_REASON_RETRIES_EXHAUSTED,
                                    "gave up after retries: %.200s", res.error);
-    dd_lane_ext_park(ext, item, dd_lane_conn_backoff_ms(ext->conn, item->attempts));
+    dd_lane_ext_park(ext, item, dd_lane_ext_retry_wait_ms(ext, item->attempts));
     return DD_EXT_PARK;
 }
 

@@ -84,7 +84,7 @@ tb_eq "check: its lines as before" \
   "$(grep -E '^ok   (dedup table|key format|kafka):' "$TB_DIR/check.txt" | paste -sd'|')"
 tb_eq "check: no route in it" 0 "$(grep -c 'route [a-z]*:' "$TB_DIR/check.txt" || true)"
 tb_check "check: the handler's line as before" \
-  grep -q '^ok   handler: ledger (.*ledger.so), ABI version 6$' "$TB_DIR/check.txt"
+  grep -q '^ok   handler: ledger (.*ledger.so), ABI version 7$' "$TB_DIR/check.txt"
 "$DEDUPD" stats -c "$TB_CONF" --format json >"$TB_DIR/stats.json" 2>"$TB_DIR/stats.err" ||
   tb_not_ok "stats failed: $(cat "$TB_DIR/stats.err")"
 tb_eq "stats: the table at the top, as before, and the one route" "dedup_record $applied default" \
