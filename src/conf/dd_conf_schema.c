@@ -285,9 +285,12 @@ const dd_conf_item_t dd_conf_items[] = {
      .desc = "The SQL handler that ships with dedupd, configured by this group instead of a "
              "plugin named by handler.path (docs/HANDLERS.md, \"The SQL handler\")."},
     {.path = "handler.http", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_RAT("handler.http", handler.config), .replaces = "handler.path",
-     .desc = "The HTTP handler that ships with dedupd (external mode), configured by this "
-             "group instead of a plugin named by handler.path (docs/HANDLERS.md, \"The HTTP "
-             "handler\")."},
+     .desc = "The HTTP handler that ships with dedupd, configured by this group instead of a "
+             "plugin named by handler.path: in external mode, each message POSTed to url with "
+             "its business key as Idempotency-Key and its claim's token as Dedupd-Fence, "
+             "reconcile_url asked after a takeover; its settings (url, timeout, headers with "
+             "${env:NAME} and ${file:PATH}, reconcile_url, statuses, tls, ...) are checked "
+             "when it starts (docs/HANDLERS.md, \"External mode without C\")."},
     {.path = "handler.grants", .type = DD_CT_STRING, DD_RAT("handler.grants", handler.grants), .check = dd_conf_check_handler_grants,
      .desc = "The handler's GRANT statements (a file of GRANT lines, as the examples' "
              "grants.sql; relative to the config file's directory): run and check look each "
