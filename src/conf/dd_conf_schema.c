@@ -424,6 +424,13 @@ const dd_conf_item_t dd_conf_items[] = {
      .max = 1000000, DD_AT(external.unknown_attempts),
      .desc = "After a takeover, how many times reconcile() may answer UNKNOWN before the "
              "message is dead-lettered unresolved and its key recorded failed; 0: ask forever."},
+    {.path = "external.in_flight", .type = DD_CT_INT, .def = "1", .min = 1, .max = 256,
+     DD_AT(external.in_flight),
+     .desc = "Calls of act() running at once per worker, each for a message of another lane "
+             "key (the messages of one lane key act one after the other, in order), so a "
+             "slow downstream does not make workers the ceiling: workers x in_flight calls "
+             "in flight. 1: each worker calls act() itself, one message at a time; more: a "
+             "worker has that many threads calling act() while it claims and finishes."},
 
     DD_GROUP("outbox", "Events out: handlers' host->emit() into the outbox table in their "
                        "transaction, and the relay publishing them to Kafka (docs/HANDLERS.md, "

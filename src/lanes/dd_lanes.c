@@ -36,8 +36,10 @@ static uint32_t dd_lanes_route(const void *key, size_t len)
 void dd_lanes_push(dd_lanes_t *lanes, const void *lane_key, size_t lane_len, dd_item_t *item)
 {
     int shard = item->shard >= 0 && item->shard < lanes->env.conf->shard_cnt ? item->shard : 0;
-    uint32_t lane = dd_lanes_route(lane_key, lane_len) % (uint32_t)lanes->workers;
+    uint32_t hash = dd_lanes_route(lane_key, lane_len);
+    uint32_t lane = hash % (uint32_t)lanes->workers;
 
+    item->lane_hash = hash;
     dd_lane_push(lanes->lane[(uint32_t)(shard * lanes->workers) + lane], item);
 }
 

@@ -8,7 +8,9 @@
 #     and dropped after applying;
 #   - dedupd is killed -9 twice, each time while the service holds back
 #     the answer to a payment it applied (so the key is left processing
-#     under the dead claim, its effect done), and restarted.
+#     under the dead claim, its effect done), and restarted; 4 workers with
+#     4 calls in flight each (external.in_flight), so up to 16 calls are
+#     on their way when it dies.
 # The verdict is the end state: the service's journal holds one effect per
 # payment, for every payment; the dedup table every key applied, none
 # failed or processing; the two keys of the kills were taken over (token
@@ -33,7 +35,7 @@ tb_http_faults "$(hold p0500)" "${faults[@]}"
 export TB_WORKERS=4
 tb_http_config "$TB_CONF" "url = \"$TB_HTTP_URL\"; reconcile_url = \"$TB_HTTP_URL/\${key}\";
   timeout = \"500ms\";" \
-  'external = { lease = "2s"; scan_interval = "0"; };' \
+  'external = { lease = "2s"; scan_interval = "0"; in_flight = 4; };' \
   'retry = { backoff_initial = "50ms"; backoff_max = "500ms"; };'
 tb_migrate || tb_die "migrate failed"
 N=2000
