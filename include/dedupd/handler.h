@@ -189,6 +189,17 @@
  * template's ${...}, docs/KEYS.md 5.), so reading a value is a lookup,
  * never a parse. Values are valid during the call that received msg.
  *
+ * Also since ABI version 7 (host version 3):
+ *  - check (optional, descriptor) is what `dedupd check` asks a handler
+ *    after init, on the main thread: whether what it reaches outside the
+ *    database answers (a service's URL, a broker). It writes one line of
+ *    what it tried and found into report, without secrets, and returns a
+ *    dedupd_check_level. `dedupd run` never calls it;
+ *  - host->retry_after(), from act() or reconcile(), says that the RETRY
+ *    (or UNKNOWN) the call is about to return must not be tried again
+ *    sooner than ms milliseconds from now (a service's HTTP Retry-After):
+ *    dedupd waits the longer of that and its own backoff (retry.*).
+ *
  * Compatibility: the symbol's name carries the layout's generation (v1);
  * within it, new fields are only ever appended to dedupd_handler,
  * dedupd_msg and dedupd_host, and DEDUPD_HANDLER_ABI_VERSION goes up with
@@ -196,12 +207,12 @@
  * up to its own, and reads a field only when the descriptor's abi_version
  * says it has it (handle_batch: version >= 2; init_host, the connection
  * hooks and the _conn calls: >= 3; mode, act, finish and reconcile: >= 4;
- * versions 6 and 7 add no descriptor field: 6 the host's emit and
- * event_id; 7 (host version 3) the host's outbox, metric_new, metric_add,
- * metric_observe, path_new, path_free and path_value, and the message's
- * doc). dedupd fills every dedupd_msg field for every handler (headers
- * since 3, fence since 4, shard since 5, doc since 7). A handler built
- * for a newer version than dedupd's is
+ * version 6 adds no descriptor field, only the host's emit and event_id;
+ * check: >= 7; host version 3 (ABI 7) adds the host's outbox,
+ * metric_new, metric_add, metric_observe, path_new, path_free,
+ * path_value and retry_after). dedupd fills every dedupd_msg field for
+ * every handler (headers since 3, fence since 4, shard since 5, doc since
+ * 7). A handler built for a newer version than dedupd's is
  * refused at load, as is one for an unknown generation. dedupd_result
  * never grows: handle_batch indexes an array of them.
  */
@@ -249,6 +260,14 @@ typedef enum {
     DEDUPD_NOT_DONE = 1, /* it did not happen: act again */
     DEDUPD_UNKNOWN = 2   /* the downstream cannot tell now: ask again later */
 } dedupd_outcome;
+
+/* What a handler's check() found (ABI version >= 7), as `dedupd check`
+ * prints it. */
+typedef enum {
+    DEDUPD_CHECK_OK = 0,   /* "ok": it answers */
+    DEDUPD_CHECK_WARN = 1, /* "WARN": it answers, with something to look at */
+    DEDUPD_CHECK_FAIL = 2  /* "FAIL": it cannot be reached, or refuses */
+} dedupd_check_level;
 
 /* Levels of host->log, as in dedupd's log.level. */
 typedef enum {
@@ -436,6 +455,13 @@ struct dedupd_host {
      * during a call that received msg. */
     int (*path_value)(const dedupd_host *host, const dedupd_msg *msg, const dedupd_path *path,
                       dedupd_value *out, char *errstr, size_t errstr_size);
+    /* ---- version >= 3 (ABI 7): a RETRY's earliest time ---- */
+    /* From act() or reconcile(), on the calling thread: the RETRY (or
+     * UNKNOWN) this call returns is not tried again sooner than ms
+     * milliseconds from now; dedupd waits the longer of that and its
+     * backoff. The last call within act() or reconcile() counts. Returns
+     * 0, or -1 when called elsewhere or with ms < 0. */
+    int (*retry_after)(const dedupd_host *host, int64_t ms);
 };
 
 typedef struct dedupd_handler {
@@ -475,6 +501,11 @@ typedef struct dedupd_handler {
      * token of the claim that took the key over (optional) */
     dedupd_outcome (*reconcile)(void *state, const char *biz_key, int64_t fence,
                                 dedupd_result *res);
+    /* ---- abi_version >= 7 ---- */
+    /* optional; `dedupd check` only: is what the handler reaches outside the
+     * database there? One line, without secrets, into report
+     * (report_size bytes, NUL terminated); a dedupd_check_level */
+    int (*check)(void *state, char *report, size_t report_size);
 } dedupd_handler;
 
 /* The one exported symbol. */

@@ -279,6 +279,24 @@ static int dd_check_shard(const dd_conf_t *conf, int s, dd_handler_t **hs, int *
     return bad;
 }
 
+/* What each route's handler reaches outside the database (a service's
+ * URL), as its check() (ABI 7) found it. Returns 1 when one failed. */
+static int dd_check_handlers(const dd_conf_t *conf, dd_handler_t **hs, int *warnings)
+{
+    static const char *const tags[] = {"ok  ", "WARN", "FAIL"};
+    char report[1024], who[96];
+    int bad = 0, level;
+
+    for (int r = 0; r < conf->route_cnt; r++) {
+        if (!hs[r] || (level = dd_handler_probe(hs[r], report, sizeof(report))) < 0) continue;
+        printf("%s %shandler %s: %s\n", tags[level], dd_check_route(conf, r, who, sizeof(who)),
+               dd_handler_name(hs[r]), report);
+        *warnings += level == DEDUPD_CHECK_WARN;
+        bad |= level == DEDUPD_CHECK_FAIL;
+    }
+    return bad;
+}
+
 /* Every finding of the start-up validation is printed. */
 static void dd_check_report(void *opaque, dd_validate_level_t level, const char *what,
                             const char *text)
@@ -303,6 +321,7 @@ static int dd_check_run(const dd_cmd_ctx_t *ctx, void *opts)
         printf("ok   route %s: %s\n", conf->routes[r].name, conf->routes[r].where);
     /* What `dedupd run` checks before it starts, in the same words. */
     if (dd_validate_conf(conf, hs, dd_check_report, &warnings, err, sizeof(err)) != DD_OK) bad = 1;
+    bad |= dd_check_handlers(conf, hs, &warnings);
     for (int s = 0; s < conf->shard_cnt; s++)
         bad |= dd_check_shard(conf, s, hs, &warnings);
     bad |= dd_check_kafka(conf, &warnings);
@@ -323,11 +342,13 @@ const dd_cmd_t dd_cmd_check = {
     .usage = "usage: dedupd check -c FILE\n"
              "\n"
              "Validates what `dedupd run` validates before it starts, for every route, then\n"
-             "connects to the database (the privileges on dedupd's tables, the positions'\n"
-             "table, each dedup table's schema version, key format and privileges, each\n"
-             "handler's conn_init, which prepares its statements) and looks every topic up\n"
-             "in the cluster's metadata (without creating it; a pattern's topics must match\n"
-             "one route only). One line per finding: ok, WARN or FAIL.\n",
+             "asks each handler that can whether what it reaches outside the database\n"
+             "answers (the HTTP handler's URL), connects to the database (the privileges\n"
+             "on dedupd's tables, the positions' table, each dedup table's schema version,\n"
+             "key format and privileges, each handler's conn_init, which prepares its\n"
+             "statements) and looks every topic up in the cluster's metadata (without\n"
+             "creating it; a pattern's topics must match one route only). One line per\n"
+             "finding: ok, WARN or FAIL.\n",
     .exits = "  0  passed (maybe with warnings)\n"
              "  1  a check failed\n"
              "  2  usage error\n",

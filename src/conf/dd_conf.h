@@ -198,6 +198,7 @@ typedef struct dd_conf_s {
         int64_t scan_interval_ms; /* the compensation scan of run; 0: off */
         int64_t scan_after_ms;    /* past its lease this long, a row's message is taken as gone */
         int unknown_attempts;     /* reconcile UNKNOWN answers before `unresolved`; 0: unlimited */
+        int in_flight;            /* act() calls at once per lane */
     } external;
 
     struct {

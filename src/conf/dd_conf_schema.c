@@ -298,9 +298,12 @@ const dd_conf_item_t dd_conf_items[] = {
              "handler when it loads: run, migrate and check refuse a wrong one, naming the line "
              "and the statement."},
     {.path = "handler.http", .type = DD_CT_GROUP, .flags = DD_CF_ANY, DD_RAT("handler.http", handler.config), .replaces = "handler.path",
-     .desc = "The HTTP handler that ships with dedupd (external mode), configured by this "
-             "group instead of a plugin named by handler.path (docs/HANDLERS.md, \"The HTTP "
-             "handler\")."},
+     .desc = "The HTTP handler that ships with dedupd, configured by this group instead of a "
+             "plugin named by handler.path: in external mode, each message POSTed to url with "
+             "its business key as Idempotency-Key and its claim's token as Dedupd-Fence, "
+             "reconcile_url asked after a takeover; its settings (url, timeout, headers with "
+             "${env:NAME} and ${file:PATH}, reconcile_url, statuses, tls, ...) are checked "
+             "when it starts (docs/HANDLERS.md, \"External mode without C\")."},
     {.path = "handler.grants", .type = DD_CT_STRING, DD_RAT("handler.grants", handler.grants), .check = dd_conf_check_handler_grants,
      .desc = "The handler's GRANT statements (a file of GRANT lines, as the examples' "
              "grants.sql; relative to the config file's directory): run and check look each "
@@ -434,6 +437,13 @@ const dd_conf_item_t dd_conf_items[] = {
      .max = 1000000, DD_AT(external.unknown_attempts),
      .desc = "After a takeover, how many times reconcile() may answer UNKNOWN before the "
              "message is dead-lettered unresolved and its key recorded failed; 0: ask forever."},
+    {.path = "external.in_flight", .type = DD_CT_INT, .def = "1", .min = 1, .max = 256,
+     DD_AT(external.in_flight),
+     .desc = "Calls of act() running at once per worker, each for a message of another lane "
+             "key (the messages of one lane key act one after the other, in order), so a "
+             "slow downstream does not make workers the ceiling: workers x in_flight calls "
+             "in flight. 1: each worker calls act() itself, one message at a time; more: a "
+             "worker has that many threads calling act() while it claims and finishes."},
 
     DD_GROUP("outbox", "Events out: handlers' host->emit() into the outbox table in their "
                        "transaction, and the relay publishing them to Kafka (docs/HANDLERS.md, "

@@ -268,6 +268,16 @@ static void *dd_lane_main(void *arg)
 
 /* ---- life cycle ---- */
 
+/* external.in_flight: a call ended on another thread. */
+static void dd_lane_wake_cb(void *arg)
+{
+    dd_lane_t *lane = arg;
+
+    pthread_mutex_lock(&lane->mu);
+    pthread_cond_broadcast(&lane->cv);
+    pthread_mutex_unlock(&lane->mu);
+}
+
 int dd_lane_new(dd_lane_t **lanep, dd_lane_env_t *env, int idx, int shard, char *errstr,
                 size_t errstr_size)
 {
@@ -287,6 +297,9 @@ int dd_lane_new(dd_lane_t **lanep, dd_lane_env_t *env, int idx, int shard, char 
     dd_lane_conn_init(&lane->conn, env, idx, shard);
     dd_lane_ext_init(&lane->ext, &lane->conn);
     rc = dd_lane_txn_init(&lane->txn, &lane->conn, cap, errstr, errstr_size);
+    if (!rc && env->lease && env->conf->external.in_flight > 1)
+        rc = dd_lane_ext_open_acts(&lane->ext, env->conf->external.in_flight, dd_lane_wake_cb, lane,
+                                   errstr, errstr_size);
     if (!rc) rc = dd_lane_peers_init(&lane->peers, &lane->conn, cap, errstr, errstr_size);
     lane->batch = calloc(cap, sizeof(*lane->batch));
     lane->xbatch = calloc(cap, sizeof(*lane->xbatch));

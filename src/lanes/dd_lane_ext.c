@@ -39,6 +39,7 @@ enum {
     DD_EXT_DONE,  /* finished: outcome set, its offset may move */
     DD_EXT_PARK,  /* wait until item->due_ms */
     DD_EXT_FATAL, /* the lane fails (set already) */
+    DD_EXT_AWAY,  /* its act() runs on a thread of external.in_flight (dd_lane_acts.c) */
 };
 
 /* A line about one message (topic, partition, offset and key with it). */
@@ -74,7 +75,8 @@ static void dd_lane_ext_park(dd_lane_ext_t *ext, dd_item_t *item, int64_t wait_m
 
 int dd_lane_ext_due(const dd_lane_ext_t *ext)
 {
-    return ext->parked && ext->parked->due_ms <= dd_now_ms();
+    return (ext->parked && ext->parked->due_ms <= dd_now_ms()) ||
+           (ext->acts && dd_lane_acts_ready(ext->acts));
 }
 
 /* ---- the claim a message holds ---- */
@@ -164,6 +166,16 @@ static void dd_lane_ext_applied(dd_item_t *item, char *response, const char *not
     item->response = response;
     item->outcome = DD_OUT_APPLIED;
     item->ext_step = DD_STEP_FINISH;
+}
+
+/* The wait before the next attempt after act() answered RETRY or
+ * reconcile() UNKNOWN: the backoff, or longer when the handler asked for
+ * longer (asked: host->retry_after, a service's Retry-After). */
+static int64_t dd_lane_ext_retry_wait_ms(dd_lane_ext_t *ext, int attempt, int64_t asked)
+{
+    int64_t backoff = dd_lane_conn_backoff_ms(ext->conn, attempt);
+
+    return asked > backoff ? asked : backoff;
 }
 
 /* ---- the steps ---- */
@@ -296,34 +308,49 @@ static int dd_lane_ext_reconcile(dd_lane_ext_t *ext, dd_item_t *item, dd_stats_t
                                    res.error[0] ? res.error : "UNKNOWN");
     dd_lane_ext_log(DD_LOG_INFO, item, "reconcile() cannot tell yet (%d): %s; asking again later.",
                     item->unknowns, res.error[0] ? res.error : "UNKNOWN");
-    dd_lane_ext_park(ext, item, dd_lane_conn_backoff_ms(ext->conn, item->unknowns));
+    dd_lane_ext_park(ext, item,
+                     dd_lane_ext_retry_wait_ms(ext, item->unknowns, dd_handler_retry_after_ms()));
+    return DD_EXT_PARK;
+}
+
+static int dd_lane_ext_away(dd_lane_ext_t *ext, dd_handler_t *h, dd_item_t *item,
+                            const dedupd_msg *msg);
+
+/* What act() answered: st, res (its response taken over) and the wait it
+ * asked for before another attempt (-1: none). */
+static int dd_lane_ext_acted(dd_lane_ext_t *ext, dd_item_t *item, dedupd_status st,
+                             dedupd_result *res, int64_t asked, dd_stats_t *d)
+{
+    const dd_conf_t *conf = ext->conn->env->conf;
+
+    if (st == DEDUPD_OK) {
+        dd_lane_ext_applied(item, res->response, res->error);
+        return DD_EXT_NEXT;
+    }
+    if (st == DEDUPD_REJECT) return dd_lane_ext_give_up(item, DD_REASON_REJECTED, "%s", res->error);
+    item->attempts++;
+    d->retries++;
+    d->route[item->route].retries++;
+    dd_lane_conn_log_retry(ext->conn, item, 0, res->error); /* act() has a connection of its own */
+    if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
+        return dd_lane_ext_give_up(item, DD_REASON_RETRIES_EXHAUSTED,
+                                   "gave up after retries: %.200s", res->error);
+    dd_lane_ext_park(ext, item, dd_lane_ext_retry_wait_ms(ext, item->attempts, asked));
     return DD_EXT_PARK;
 }
 
 static int dd_lane_ext_act(dd_lane_ext_t *ext, dd_item_t *item, dd_stats_t *d)
 {
-    const dd_conf_t *conf = ext->conn->env->conf;
+    dd_handler_t *h = dd_lane_ext_route(ext, item)->h;
     dedupd_result res;
     dedupd_msg msg;
     dedupd_status st;
 
     if (!dd_lane_ext_held(ext, item)) return dd_lane_ext_lost(ext, item, "before calling act()", d);
     if (dd_lane_ext_msg(ext, item, &msg) != DD_EXT_NEXT) return DD_EXT_FATAL;
-    st = dd_handler_act(dd_lane_ext_route(ext, item)->h, &msg, &res);
-    if (st == DEDUPD_OK) {
-        dd_lane_ext_applied(item, res.response, res.error);
-        return DD_EXT_NEXT;
-    }
-    if (st == DEDUPD_REJECT) return dd_lane_ext_give_up(item, DD_REASON_REJECTED, "%s", res.error);
-    item->attempts++;
-    d->retries++;
-    d->route[item->route].retries++;
-    dd_lane_conn_log_retry(ext->conn, item, 0, res.error); /* act() has a connection of its own */
-    if (conf->retry.max_attempts > 0 && item->attempts >= conf->retry.max_attempts)
-        return dd_lane_ext_give_up(item, DD_REASON_RETRIES_EXHAUSTED,
-                                   "gave up after retries: %.200s", res.error);
-    dd_lane_ext_park(ext, item, dd_lane_conn_backoff_ms(ext->conn, item->attempts));
-    return DD_EXT_PARK;
+    if (ext->acts) return dd_lane_ext_away(ext, h, item, &msg);
+    st = dd_handler_act(h, &msg, &res);
+    return dd_lane_ext_acted(ext, item, st, &res, dd_handler_retry_after_ms(), d);
 }
 
 /* The claim was taken over before its finish: the row carries a newer
@@ -493,28 +520,140 @@ static int dd_lane_ext_run(dd_lane_ext_t *ext, dd_item_t *item, dd_stats_t *d)
     return r;
 }
 
-/* One message: run, then report it done, or keep it parked. Returns 0, or
- * -1 when the lane failed (the message is then not taken: its claim given
- * up, it starts again from its claim). */
-static int dd_lane_ext_one(dd_lane_ext_t *ext, dd_item_t *item)
+/* Reports what a run of item's steps ended with (r) and counted (d): done,
+ * or kept (parked, away). Returns 0, or -1 when the lane failed (the
+ * message is then not taken: its claim given up, it starts again from its
+ * claim). */
+static int dd_lane_ext_post(dd_lane_ext_t *ext, dd_item_t *item, int r, dd_stats_t *d)
 {
-    dd_stats_t d;
-    int r;
-
-    memset(&d, 0, sizeof(d));
-    if (dd_lane_conn_hash(ext->conn, item) != 0) return -1;
-    r = dd_lane_ext_run(ext, item, &d);
-    dd_lane_conn_post(ext->conn, r == DD_EXT_DONE ? &item : NULL, r == DD_EXT_DONE ? 1 : 0, &d);
+    dd_lane_conn_post(ext->conn, r == DD_EXT_DONE ? &item : NULL, r == DD_EXT_DONE ? 1 : 0, d);
     if (r != DD_EXT_FATAL) return 0;
     dd_lane_ext_drop_claim(ext, item); /* the lane ends: nobody renews it any more */
     item->ext_step = DD_STEP_CLAIM;
     return -1;
 }
 
+/* One message: its steps until it is done, waits or acts away. */
+static int dd_lane_ext_go(dd_lane_ext_t *ext, dd_item_t *item)
+{
+    dd_stats_t d;
+
+    memset(&d, 0, sizeof(d));
+    if (dd_lane_conn_hash(ext->conn, item) != 0) return -1;
+    return dd_lane_ext_post(ext, item, dd_lane_ext_run(ext, item, &d), &d);
+}
+
+/* ---- calls in flight (external.in_flight, dd_lane_acts.h) ---- */
+
+static int dd_lane_ext_away(dd_lane_ext_t *ext, dd_handler_t *h, dd_item_t *item,
+                            const dedupd_msg *msg)
+{
+    if (dd_lane_acts_submit(ext->acts, h, item, msg) == DD_OK) return DD_EXT_AWAY;
+    dd_lane_conn_fatal(ext->conn, "out of memory for a call in flight");
+    return DD_EXT_FATAL;
+}
+
+/* A message starts now, or waits behind those waiting already: for a
+ * free call, or for its lane key's call in flight to end. */
+static int dd_lane_ext_one(dd_lane_ext_t *ext, dd_item_t *item)
+{
+    if (!ext->acts || (!ext->blocked && dd_lane_acts_can_start(ext->acts, item->lane_hash)))
+        return dd_lane_ext_go(ext, item);
+    item->next = NULL;
+    if (ext->blocked_tail)
+        ext->blocked_tail->next = item;
+    else
+        ext->blocked = item;
+    ext->blocked_tail = item;
+    return 0;
+}
+
+/* The calls that ended: each message goes on from what act() answered.
+ * One the lane failed on goes back to the parked ones, for
+ * dd_lane_ext_unpark. */
+static void dd_lane_ext_returned(dd_lane_ext_t *ext)
+{
+    dedupd_status st;
+    dedupd_result res;
+    int64_t asked;
+    dd_item_t *item;
+
+    while (ext->acts && (item = dd_lane_acts_take(ext->acts, &st, &res, &asked))) {
+        dd_stats_t d;
+        int r;
+
+        memset(&d, 0, sizeof(d));
+        r = dd_lane_ext_acted(ext, item, st, &res, asked, &d);
+        if (r == DD_EXT_NEXT) r = dd_lane_ext_run(ext, item, &d);
+        if (dd_lane_ext_post(ext, item, r, &d) == 0) continue;
+        item->next = ext->parked;
+        ext->parked = item;
+    }
+}
+
+/* The messages waiting for a call that can start now, in order: one whose
+ * lane key is busy stays, and so do the later ones of its lane key (they
+ * find it busy too, or no free call once an earlier one took the last).
+ * The walk ends when no call is free: the list may hold all the lane's
+ * messages. */
+static void dd_lane_ext_unblock(dd_lane_ext_t *ext)
+{
+    dd_item_t **pp = &ext->blocked, *item, *prev = NULL;
+
+    while ((item = *pp) && !dd_lane_conn_stopping(ext->conn) && dd_lane_acts_free(ext->acts) > 0) {
+        if (!dd_lane_acts_can_start(ext->acts, item->lane_hash)) {
+            prev = item;
+            pp = &item->next;
+            continue;
+        }
+        *pp = item->next;
+        if (ext->blocked_tail == item) ext->blocked_tail = prev;
+        item->next = NULL;
+        if (dd_lane_ext_go(ext, item) == 0) continue;
+        item->next = ext->parked;
+        ext->parked = item;
+        break;
+    }
+}
+
+/* The lane ends: waits for its calls in flight and puts what they were for
+ * with the parked messages (an effect that happened is found by the next
+ * claim's reconcile()), and the messages waiting for a call too. */
+static void dd_lane_ext_recall(dd_lane_ext_t *ext)
+{
+    dedupd_status st;
+    dedupd_result res;
+    int64_t asked;
+    dd_item_t *item;
+
+    if (!ext->acts) return;
+    dd_lane_acts_drain(ext->acts);
+    while ((item = dd_lane_acts_take(ext->acts, &st, &res, &asked))) {
+        free(res.response);
+        item->next = ext->parked;
+        ext->parked = item;
+    }
+    if (ext->blocked_tail) {
+        ext->blocked_tail->next = ext->parked;
+        ext->parked = ext->blocked;
+    }
+    ext->blocked = ext->blocked_tail = NULL;
+}
+
+int dd_lane_ext_open_acts(dd_lane_ext_t *ext, int n, void (*wake)(void *), void *arg, char *errstr,
+                          size_t errstr_size)
+{
+    return dd_lane_acts_new(&ext->acts, n, wake, arg, errstr, errstr_size);
+}
+
+/* ---- the lane's calls ---- */
+
 size_t dd_lane_ext_process(dd_lane_ext_t *ext, dd_item_t **items, size_t n)
 {
     size_t i = 0;
 
+    dd_lane_ext_returned(ext);
+    if (ext->blocked) dd_lane_ext_unblock(ext);
     /* Waiting messages first, those whose time came when the round began
      * (one parked again is due later, so this ends). One the lane failed
      * on goes back to the head, for dd_lane_ext_unpark. */
@@ -535,15 +674,17 @@ size_t dd_lane_ext_process(dd_lane_ext_t *ext, dd_item_t **items, size_t n)
 
 int dd_lane_ext_parked(const dd_lane_ext_t *ext)
 {
-    return ext->parked != NULL;
+    return ext->parked || ext->blocked || (ext->acts && dd_lane_acts_pending(ext->acts));
 }
 
 dd_item_t *dd_lane_ext_unpark(dd_lane_ext_t *ext)
 {
-    dd_item_t *item, *list = ext->parked;
+    dd_item_t *item, *list;
     char err[512];
     int held;
 
+    dd_lane_ext_recall(ext);
+    list = ext->parked;
     for (item = list; item; item = item->next) {
         if (item->hold && dd_db_mysql(ext->conn->db))
             dd_external_expire(ext->conn->db, dd_lane_ext_opts(ext, item), item->key, item->key_len,
@@ -560,10 +701,15 @@ void dd_lane_ext_init(dd_lane_ext_t *ext, dd_lane_conn_t *conn)
     ext->conn = conn;
     ext->parked = NULL;
     ext->reconnect = 0;
+    ext->acts = NULL;
+    ext->blocked = ext->blocked_tail = NULL;
 }
 
 void dd_lane_ext_release(dd_lane_ext_t *ext)
 {
+    dd_lane_ext_recall(ext);
+    dd_lane_acts_destroy(ext->acts);
+    ext->acts = NULL;
     dd_item_list_destroy(ext->parked, NULL);
     ext->parked = NULL;
 }

@@ -47,6 +47,7 @@
 #define DD_LANES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dd_conf.h"
 #include "dd_item.h"
@@ -74,6 +75,8 @@ void dd_lanes_set_check_until(dd_lanes_t *lanes, int64_t until_us);
  * are then stopped. */
 int dd_lanes_start(dd_lanes_t *lanes, char *errstr, size_t errstr_size);
 
+/* The hash of a lane key: its lane is the hash modulo the workers. */
+uint32_t dd_lanes_key_hash(const void *key, size_t len);
 /* Queues item on the lane of its shard (item->shard) lane_key[0..lane_len)
  * hashes to. */
 void dd_lanes_push(dd_lanes_t *lanes, const void *lane_key, size_t lane_len, dd_item_t *item);

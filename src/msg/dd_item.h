@@ -93,6 +93,9 @@ typedef struct dd_item_s {
     int db_errors;         /* retriable database errors in a row */
     int rewound;           /* read again because the database went back in time: a key found absent
                             * may have been acted on under a claim the database lost */
+    /* the hash of its lane key (dd_lanes_push): equal lane keys, equal
+     * hashes; external.in_flight acts one lane key at a time */
+    uint32_t lane_hash;
 } dd_item_t;
 
 /* The JSON text the item's key, hash and tree come from (see text). */

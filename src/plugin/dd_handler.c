@@ -70,6 +70,7 @@ struct dd_handler_s {
     dedupd_status (*act)(void *, const dedupd_msg *, dedupd_result *);
     dedupd_status (*finish)(void *, MYSQL *, const dedupd_msg *, dedupd_result *);
     dedupd_outcome (*reconcile)(void *, const char *, int64_t, dedupd_result *);
+    int (*check)(void *, char *, size_t); /* ABI >= 7, else NULL */
     /* host->emit: on when outbox_scope is set (dd_handler_set_outbox) */
     char *outbox_scope; /* the route's dedup table, part of every event id */
     char **outbox_ns;   /* each shard's event namespace, part of it too */
@@ -80,6 +81,10 @@ struct dd_handler_s {
 
 /* The message the calling thread's handle() is applying, for host->log. */
 static _Thread_local const dedupd_msg *dd_handler_msg_cur;
+/* host->retry_after: 1 while act() or reconcile() runs on this thread, and
+ * the wait it asked for (-1: none). */
+static _Thread_local int dd_handler_in_external;
+static _Thread_local int64_t dd_handler_retry_ms = -1;
 
 typedef const dedupd_handler *(*dd_handler_entry_fn)(void);
 
@@ -162,6 +167,7 @@ static int dd_handler_check(dd_handler_t *h, char *errstr, size_t errstr_size)
         h->handle_conn = h->desc->handle_conn;
         h->handle_batch_conn = h->desc->handle_batch_conn;
     }
+    if (h->desc->abi_version >= 7) h->check = h->desc->check;
     if (h->desc->abi_version >= 4) return dd_handler_check_v4(h, errstr, errstr_size);
     if (!h->desc->name || (!h->desc->handle && !h->handle_conn)) {
         dd_errstr_set(errstr, errstr_size, "handler %s: descriptor has no %s", h->path,
@@ -194,6 +200,15 @@ static void dd_handler_host_log(const dedupd_host *host, dedupd_log_level level,
                          "handler %s: %s", h->desc->name, text);
     else
         dd_log_write((dd_log_level_t)lvl, "handler %s: %s", h->desc->name, text);
+}
+
+/* host->retry_after: from act() or reconcile() only. */
+static int dd_handler_host_retry_after(const dedupd_host *host, int64_t ms)
+{
+    (void)host;
+    if (!dd_handler_in_external || ms < 0) return -1;
+    dd_handler_retry_ms = ms;
+    return 0;
 }
 
 /* Frees the outbox's settings: emit is off. */
@@ -259,6 +274,7 @@ static int dd_handler_init(dd_handler_t *h, const config_setting_t *conf, int ou
         .path_new = dd_handler_host_path_new,
         .path_free = dd_handler_host_path_free,
         .path_value = dd_handler_host_path_value,
+        .retry_after = dd_handler_host_retry_after,
     };
     if (!(h->metrics = dd_handler_metrics_new(h->desc->name))) {
         dd_errstr_set(errstr, errstr_size, "handler %s: out of memory", h->path);
@@ -563,12 +579,22 @@ static dedupd_status dd_handler_status(const dd_handler_t *h, const char *fn, in
     return DEDUPD_REJECT;
 }
 
+int64_t dd_handler_retry_after_ms(void)
+{
+    return dd_handler_retry_ms;
+}
+
 dedupd_status dd_handler_act(dd_handler_t *h, const dedupd_msg *msg, dedupd_result *res)
 {
     dedupd_status st;
+    int raw;
 
     memset(res, 0, sizeof(*res));
-    st = dd_handler_status(h, "act", (int)h->act(h->state, msg, res), res);
+    dd_handler_retry_ms = -1;
+    dd_handler_in_external = 1;
+    raw = (int)h->act(h->state, msg, res);
+    dd_handler_in_external = 0;
+    st = dd_handler_status(h, "act", raw, res);
     if (st == DEDUPD_OK) {
         dd_handler_drop_long(h, res);
     } else {
@@ -598,7 +624,10 @@ dedupd_outcome dd_handler_reconcile(dd_handler_t *h, const char *biz_key, int64_
     int raw;
 
     memset(res, 0, sizeof(*res));
+    dd_handler_retry_ms = -1;
+    dd_handler_in_external = 1;
     raw = (int)h->reconcile(h->state, biz_key, fence, res);
+    dd_handler_in_external = 0;
     res->error[sizeof(res->error) - 1] = '\0';
     if (raw == DEDUPD_DONE) {
         dd_handler_drop_long(h, res);
@@ -612,6 +641,21 @@ dedupd_outcome dd_handler_reconcile(dd_handler_t *h, const char *biz_key, int64_
              "reconcile",
              h->desc->name, raw);
     return DEDUPD_UNKNOWN;
+}
+
+int dd_handler_probe(dd_handler_t *h, char *report, size_t report_size)
+{
+    int level;
+
+    if (!h->check) return -1;
+    report[0] = '\0';
+    level = h->check(h->state, report, report_size);
+    report[report_size - 1] = '\0';
+    if (level == DEDUPD_CHECK_OK || level == DEDUPD_CHECK_WARN || level == DEDUPD_CHECK_FAIL)
+        return level;
+    snprintf(report, report_size, "handler %s returned invalid level %d from check", h->desc->name,
+             level);
+    return DEDUPD_CHECK_FAIL;
 }
 
 /* ---- the transaction guard (see dd_handler.h) ---- */

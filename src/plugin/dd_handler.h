@@ -99,6 +99,16 @@ dedupd_status dd_handler_finish(dd_handler_t *h, MYSQL *db, const dedupd_msg *ms
  * error. */
 dedupd_outcome dd_handler_reconcile(dd_handler_t *h, const char *biz_key, int64_t fence,
                                     dedupd_result *res);
+/* The wait the last dd_handler_act() or dd_handler_reconcile() on the
+ * calling thread asked for before its next attempt (host->retry_after,
+ * ABI 7), in milliseconds; -1 when it asked for none. */
+int64_t dd_handler_retry_after_ms(void);
+
+/* Calls the optional check() (ABI version >= 7) for `dedupd check`: what the
+ * handler reaches outside the database, in one line into report. Returns
+ * its dedupd_check_level (an invalid one is DEDUPD_CHECK_FAIL, saying so),
+ * or -1 when the handler has no check(). */
+int dd_handler_probe(dd_handler_t *h, char *report, size_t report_size);
 
 /* The transaction guard. A handler that ends the transaction and opens a
  * new one (COMMIT; BEGIN, or a statement that commits implicitly) leaves

@@ -5,9 +5,12 @@
  *   act:       "ok" -> OK, response {"fence":N}; "big" -> OK, a response of
  *              200 bytes; "bad" -> status 42 (invalid);
  *              "emit" -> host->emit, which must fail outside a transaction:
- *              RETRY with its error; anything else -> RETRY
+ *              RETRY with its error; "wait" -> host->retry_after(5000),
+ *              RETRY; anything else -> RETRY
  *   reconcile: "done" -> DONE, response {"fence":N}; "weird" -> outcome 9
- *              (invalid); anything else -> NOT_DONE
+ *              (invalid); "wait" -> host->retry_after(3000), UNKNOWN;
+ *              anything else -> NOT_DONE
+ *   check:     WARN, saying what host->retry_after answers there (ABI 7)
  * Built again with TH_EXT_NO_ACT (an external descriptor without act, which
  * dedupd must refuse) and TH_EXT_BAD_MODE (a mode dedupd does not know).
  */
@@ -60,6 +63,8 @@ static dedupd_status th_ext_act(void *state, const dedupd_msg *msg, dedupd_resul
         return DEDUPD_OK;
     }
     if (strcmp(msg->biz_key, "bad") == 0) return (dedupd_status)42;
+    if (strcmp(msg->biz_key, "wait") == 0 && th_ext_host->retry_after(th_ext_host, 5000) != 0)
+        return DEDUPD_REJECT;
     snprintf(res->error, sizeof(res->error), "not now");
     return DEDUPD_RETRY;
 }
@@ -74,7 +79,19 @@ static dedupd_outcome th_ext_reconcile(void *state, const char *biz_key, int64_t
         return DEDUPD_DONE;
     }
     if (strcmp(biz_key, "weird") == 0) return (dedupd_outcome)9;
+    if (strcmp(biz_key, "wait") == 0) {
+        th_ext_host->retry_after(th_ext_host, 3000);
+        return DEDUPD_UNKNOWN;
+    }
     return DEDUPD_NOT_DONE;
+}
+
+static int th_ext_check(void *state, char *report, size_t report_size)
+{
+    (void)state;
+    snprintf(report, report_size, "reached nothing; retry_after here: %d",
+             th_ext_host->retry_after(th_ext_host, 1));
+    return DEDUPD_CHECK_WARN;
 }
 
 static const dedupd_handler th_external = {
@@ -90,6 +107,7 @@ static const dedupd_handler th_external = {
 #endif
     .reconcile = th_ext_reconcile,
     .init_host = th_ext_init,
+    .check = th_ext_check,
 };
 
 const dedupd_handler *dedupd_handler_v1(void)

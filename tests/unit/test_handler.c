@@ -272,6 +272,14 @@ START_TEST(test_external)
     ck_assert_ptr_null(res.response);
     ck_assert_ptr_nonnull(strstr(res.error, "response of 11 bytes"));
     dd_handler_set_max_response(h, 0);
+    /* host->retry_after (ABI 7): the wait act() asked for, for this call
+     * only. */
+    msg.biz_key = "wait";
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
+    ck_assert_int_eq(dd_handler_retry_after_ms(), 5000);
+    msg.biz_key = "later";
+    ck_assert_int_eq(dd_handler_act(h, &msg, &res), DEDUPD_RETRY);
+    ck_assert_int_eq(dd_handler_retry_after_ms(), -1);
 
     ck_assert_int_eq(dd_handler_reconcile(h, "done", 4, &res), DEDUPD_DONE);
     ck_assert_str_eq(res.response, "{\"fence\":4}");
@@ -280,9 +288,31 @@ START_TEST(test_external)
     ck_assert_ptr_null(res.response);
     ck_assert_int_eq(dd_handler_reconcile(h, "weird", 4, &res), DEDUPD_UNKNOWN);
     ck_assert_str_eq(res.error, "handler th_external returned invalid outcome 9 from reconcile");
+    ck_assert_int_eq(dd_handler_reconcile(h, "wait", 4, &res), DEDUPD_UNKNOWN);
+    ck_assert_int_eq(dd_handler_retry_after_ms(), 3000);
     /* Without finish(), the finish step is an OK that calls nothing. */
     res = (dedupd_result){.response = NULL};
     ck_assert_int_eq(dd_handler_finish(h, NULL, &msg, &res, NULL), DEDUPD_OK);
+    dd_handler_destroy(h);
+}
+END_TEST
+
+/* check() (ABI 7) answers `dedupd check`; a handler without it, or of an
+ * older ABI, has none; host->retry_after refuses outside act/reconcile. */
+START_TEST(test_probe)
+{
+    dd_handler_t *h = NULL;
+    char err[512] = "", report[256];
+
+    ck_assert_msg(dd_handler_load(&h, th_path("th_external"), NULL, 0, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_int_eq(dd_handler_probe(h, report, sizeof(report)), DEDUPD_CHECK_WARN);
+    ck_assert_str_eq(report, "reached nothing; retry_after here: -1");
+    dd_handler_destroy(h);
+    /* built against ABI 6: a canary lies where check() is now */
+    ck_assert_msg(dd_handler_load(&h, th_path("th_abi_v6"), NULL, 0, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_int_eq(dd_handler_probe(h, report, sizeof(report)), -1);
     dd_handler_destroy(h);
 }
 END_TEST
@@ -483,6 +513,7 @@ static Suite *handler_suite(void)
     tcase_add_test(tc, test_abi_v1_loads);
     tcase_add_test(tc, test_abi_versions_load);
     tcase_add_test(tc, test_external);
+    tcase_add_test(tc, test_probe);
     tcase_add_test(tc, test_external_needs_act);
     tcase_add_test(tc, test_unknown_mode);
     tcase_add_test(tc, test_handle_batch);

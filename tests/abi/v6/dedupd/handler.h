@@ -1,5 +1,5 @@
 /*
- * dedupd handler ABI, version 6.
+ * dedupd handler ABI (its version: DEDUPD_HANDLER_ABI_VERSION, below).
  *
  * A handler is a shared object exporting one symbol, dedupd_handler_v1(),
  * which returns a static descriptor. dedupd calls handle() inside the open
