@@ -75,7 +75,7 @@ struct dd_handler_s {
     char *outbox_scope; /* the route's dedup table, part of every event id */
     char **outbox_ns;   /* each shard's event namespace, part of it too */
     int outbox_ns_cnt;
-    size_t outbox_max; /* the relay's message.max.bytes */
+    size_t outbox_max;             /* the relay's message.max.bytes */
     dd_handler_metrics_t *metrics; /* its own (host->metric_*) */
 };
 
