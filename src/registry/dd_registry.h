@@ -88,6 +88,14 @@ void dd_registry_destroy(dd_registry_t *reg);
 int dd_registry_schema(dd_registry_t *reg, uint32_t id, const dd_avro_schema_t **schemap,
                        dd_reason_t *reason, char *errstr, size_t errstr_size);
 
+/* The latest version of subject (its JSON text into *textp, malloc'd; its
+ * id and version), on the calling thread, within schema_registry.timeout:
+ * what `dedupd describe` documents. Returns 0, DD_ERR_PERMANENT (no such
+ * subject) or DD_ERR_RETRIABLE (no answer, or no registry's answer),
+ * errstr saying why. */
+int dd_registry_latest(dd_registry_t *reg, const char *subject, char **textp, uint32_t *idp,
+                       int *versionp, char *errstr, size_t errstr_size);
+
 /* Schema fetches made so far (GET /schemas/ids/N; each id once when all
  * goes well). */
 uint64_t dd_registry_fetches(dd_registry_t *reg);

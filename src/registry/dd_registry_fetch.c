@@ -472,6 +472,54 @@ out:
     dd_buf_release(&body.body);
 }
 
+int dd_registry_latest(dd_registry_t *reg, const char *subject, char **textp, uint32_t *idp,
+                       int *versionp, char *errstr, size_t errstr_size)
+{
+    dd_reg_result_t res = {.state = DD_REG_OK};
+    dd_reg_fetch_t f = {.reg = reg, .res = &res};
+    dd_reg_body_t body = {0};
+    const cJSON *id, *version, *schema;
+    char url[1500], msg[256], *esc = curl_easy_escape(NULL, subject, 0);
+    cJSON *j = NULL;
+    long status, code;
+    int rc = DD_ERR_RETRIABLE;
+
+    *textp = NULL;
+    if (!esc) {
+        dd_errstr_set(errstr, errstr_size, "out of memory");
+        return DD_ERR_NOMEM;
+    }
+    f.deadline_ms = dd_now_ms() + reg->conf->timeout_ms;
+    snprintf(url, sizeof(url), "%s/subjects/%.400s/versions/latest", reg->base, esc);
+    curl_free(esc);
+    if (dd_reg_get(&f, url, &body, &status) == 0 && status != 200) {
+        code = dd_reg_error_code(&body, msg, sizeof(msg));
+        if (status == 404 && (code == 40401 || code == 40402)) rc = DD_ERR_PERMANENT;
+        dd_reg_set(&f, DD_REG_FAILED, DD_REGISTRY_FAULT_UNREACHABLE,
+                   "the schema registry answered HTTP %ld to GET %.300s%s%s", status, url,
+                   msg[0] ? ": " : "", msg);
+    } else if (res.state == DD_REG_OK && dd_reg_answer(&f, url, &body, &j) == 0) {
+        id = cJSON_GetObjectItemCaseSensitive(j, "id");
+        version = cJSON_GetObjectItemCaseSensitive(j, "version");
+        schema = cJSON_GetObjectItemCaseSensitive(j, "schema");
+        if (cJSON_IsNumber(id) && cJSON_IsNumber(version) && cJSON_IsString(schema) &&
+            (*textp = strdup(schema->valuestring))) {
+            *idp = (uint32_t)id->valuedouble;
+            *versionp = (int)version->valuedouble;
+            rc = 0;
+        } else {
+            dd_reg_set(&f, DD_REG_FAILED, DD_REGISTRY_FAULT_BAD_ANSWER,
+                       "the schema registry's answer to GET %.300s has no id, version and "
+                       "schema",
+                       url);
+        }
+    }
+    if (rc) dd_errstr_set(errstr, errstr_size, "%s", res.why);
+    cJSON_Delete(j);
+    dd_buf_release(&body.body);
+    return rc;
+}
+
 void dd_registry_subjects_release(dd_registry_t *reg)
 {
     dd_reg_subject_t *s, *next;

@@ -12,7 +12,7 @@ Serves, in memory:
   GET  /schemas/ids/{id}             -> {"schema": "..."} with "references":
       [{"name", "subject", "version"}] when it has some, or 404 with
       {"error_code": 40403, "message": "Schema N not found"}
-  GET  /subjects/{subject}/versions/{version}
+  GET  /subjects/{subject}/versions/{version}   (a number, or latest)
                                      -> {"subject", "version", "id", "schema"}
       (and "references"), or 404 with error code 40401 or 40402
   GET  /subjects                      -> the subjects
@@ -151,9 +151,12 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 self.answer(200, sorted(SUBJECTS))
             return
-        m = re.fullmatch(r'/subjects/([^/]+)/versions/([0-9]+)', self.path)
+        m = re.fullmatch(r'/subjects/([^/]+)/versions/([0-9]+|latest)', self.path)
         if m:
-            self.subject_version(urllib.parse.unquote(m.group(1)), int(m.group(2)))
+            subject = urllib.parse.unquote(m.group(1))
+            with LOCK:
+                latest = len(SUBJECTS.get(subject, [])) or 1
+            self.subject_version(subject, latest if m.group(2) == 'latest' else int(m.group(2)))
             return
         m = re.fullmatch(r'/schemas/ids/([0-9]+)', self.path)
         if not m:

@@ -16,6 +16,7 @@
 #include "dd_common.h"
 #include "dd_describe_int.h"
 #include "dd_log.h"
+#include "dd_registry.h"
 
 typedef struct {
     int yaml;
@@ -51,42 +52,81 @@ static int dd_describe_write(FILE *out, const cJSON *doc, int yaml)
     return ferror(out) ? -1 : 0;
 }
 
-/* Route r's document, to out or to its file in dir. */
-static int dd_describe_route(const dd_cmd_ctx_t *ctx, const dd_describe_opts_t *o, int r)
+/* An Avro route's writer schemas into in: the latest version of each
+ * named topic's subject (<topic>-value, Confluent's default naming). */
+static int dd_describe_avro(const dd_conf_t *conf, dd_registry_t **regp, dd_describe_in_t *in,
+                            int *versions, char *errstr, size_t errstr_size)
 {
-    dd_describe_in_t in = {.conf = ctx->conf, .route = r, .h = ctx->hs ? ctx->hs[r] : NULL};
-    char err[1024], path[4096];
-    FILE *out = stdout;
-    cJSON *doc;
-    int rc = 0;
+    const dd_conf_route_t *rt = &conf->routes[in->route];
+    char subject[300], err[600];
+    uint32_t id;
+    int rc;
 
-    if (!(doc = dd_describe_doc(&in, err, sizeof(err)))) {
-        dd_log(DD_LOG_ERROR, "dedupd describe: route %s: %s", ctx->conf->routes[r].name,
+    if (rt->dedup.format != DD_FORMAT_AVRO) return 0;
+    if (!*regp && (rc = dd_registry_new(regp, &conf->schema_registry, NULL, errstr, errstr_size)))
+        return rc;
+    if (!(in->avro = calloc((size_t)rt->topic_cnt, sizeof(*in->avro)))) return DD_ERR_NOMEM;
+    in->avro_version = versions;
+    for (int i = 0; i < rt->topic_cnt; i++) {
+        if (dd_conf_topic_is_pattern(rt->topics[i])) continue;
+        snprintf(subject, sizeof(subject), "%s-value", rt->topics[i]);
+        rc = dd_registry_latest(*regp, subject, &in->avro[i], &id, &versions[i], err, sizeof(err));
+        if (rc) {
+            dd_errstr_set(errstr, errstr_size, "the writer schema of topic %s (subject %s): %s",
+                          rt->topics[i], subject, err);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void dd_describe_in_release(dd_describe_in_t *in, int topic_cnt)
+{
+    for (int i = 0; in->avro && i < topic_cnt; i++)
+        free(in->avro[i]);
+    free(in->avro);
+}
+
+/* Route r's document, to out or to its file in dir. */
+static int dd_describe_route(const dd_cmd_ctx_t *ctx, const dd_describe_opts_t *o,
+                             dd_registry_t **regp, int r)
+{
+    const dd_conf_route_t *rt = &ctx->conf->routes[r];
+    dd_describe_in_t in = {.conf = ctx->conf, .route = r, .h = ctx->hs ? ctx->hs[r] : NULL};
+    int *versions = calloc((size_t)rt->topic_cnt, sizeof(int)), rc = DD_EXIT_FAIL;
+    char err[1024] = "", path[4096] = "stdout";
+    FILE *out = stdout;
+    cJSON *doc = NULL;
+
+    if (!versions || dd_describe_avro(ctx->conf, regp, &in, versions, err, sizeof(err)) ||
+        !(doc = dd_describe_doc(&in, err, sizeof(err)))) {
+        dd_log(DD_LOG_ERROR, "dedupd describe: route %s: %s", rt->name,
                err[0] ? err : "out of memory");
-        return DD_EXIT_FAIL;
+        goto done;
     }
     if (o->output) {
-        snprintf(path, sizeof(path), "%s/%s.asyncapi.%s", o->output, ctx->conf->routes[r].name,
+        snprintf(path, sizeof(path), "%s/%s.asyncapi.%s", o->output, rt->name,
                  o->yaml ? "yaml" : "json");
         if (!(out = fopen(path, "w"))) {
             dd_log(DD_LOG_ERROR, "dedupd describe: cannot write %s: %s", path, strerror(errno));
-            cJSON_Delete(doc);
-            return DD_EXIT_FAIL;
+            goto done;
         }
     }
-    if (dd_describe_write(out, doc, o->yaml) != 0 || (out != stdout && fclose(out) != 0)) {
-        dd_log(DD_LOG_ERROR, "dedupd describe: cannot write %s", o->output ? path : "stdout");
-        rc = DD_EXIT_FAIL;
-    } else if (out == stdout) {
-        fflush(stdout);
-    }
+    rc = dd_describe_write(out, doc, o->yaml) != 0 ? DD_EXIT_FAIL : DD_EXIT_OK;
+    if (out != stdout && fclose(out) != 0) rc = DD_EXIT_FAIL;
+    if (rc) dd_log(DD_LOG_ERROR, "dedupd describe: cannot write %s", path);
+    fflush(stdout);
+done:
     cJSON_Delete(doc);
+    dd_describe_in_release(&in, rt->topic_cnt);
+    free(versions);
     return rc;
 }
 
 static int dd_describe_run(const dd_cmd_ctx_t *ctx, void *opts)
 {
     const dd_describe_opts_t *o = opts;
+    dd_registry_t *reg = NULL;
     int rc = DD_EXIT_OK;
 
     if (ctx->only < 0 && ctx->conf->route_cnt > 1 && !o->output) {
@@ -97,7 +137,8 @@ static int dd_describe_run(const dd_cmd_ctx_t *ctx, void *opts)
         return DD_EXIT_USAGE;
     }
     for (int r = 0; r < ctx->conf->route_cnt && rc == DD_EXIT_OK; r++)
-        if (ctx->only < 0 || ctx->only == r) rc = dd_describe_route(ctx, o, r);
+        if (ctx->only < 0 || ctx->only == r) rc = dd_describe_route(ctx, o, &reg, r);
+    dd_registry_destroy(reg);
     return rc;
 }
 

@@ -331,9 +331,47 @@ static cJSON *dd_describe_reasons(const dd_conf_t *conf, const dd_conf_route_t *
     return arr;
 }
 
+/* A string setting of a handler's group, or def. */
+static const char *dd_describe_hsetting(const config_setting_t *g, const char *name,
+                                        const char *def)
+{
+    const char *v = NULL;
+
+    return g && config_setting_lookup_string(g, name, &v) ? v : def;
+}
+
+/* The HTTP handler that ships with dedupd: the request the service gets
+ * (its header names as the handler's group sets them; the defaults are
+ * the handler's, handlers/http/http_conf.c), and the reconcile GET. */
+static void dd_describe_http(cJSON *o, const dd_conf_handler_t *hc)
+{
+    cJSON *h = cJSON_AddObjectToObject(o, "http");
+
+    cJSON_AddStringToObject(h, "method", dd_describe_hsetting(hc->config, "method", "POST"));
+    cJSON_AddStringToObject(h, "contentType", "application/json");
+    cJSON_AddStringToObject(h, "body", "the payload's exact bytes (an Avro route's: its JSON)");
+    cJSON_AddStringToObject(h, "idempotencyKeyHeader",
+                            dd_describe_hsetting(hc->config, "key_header", "Idempotency-Key"));
+    cJSON_AddStringToObject(h, "fenceHeader",
+                            dd_describe_hsetting(hc->config, "fence_header", "Dedupd-Fence"));
+    cJSON_AddStringToObject(h, "answers",
+                            "2xx: done (the body is kept as the response); 400, 404, 409, 410, "
+                            "422: rejected, dead-lettered with the status; 408, 425, 429, 5xx "
+                            "and no answer: tried again with the same key and token, never "
+                            "sooner than Retry-After (docs/HANDLERS.md, \"External mode "
+                            "without C\"; the handler's statuses may say otherwise)");
+    cJSON_AddStringToObject(
+        h, "reconcile",
+        dd_describe_hsetting(hc->config, "reconcile_url", NULL)
+            ? "GET reconcile_url with the key: 200 done (its body the response), 404 not done, "
+              "anything else unknown"
+            : "none: after a takeover the call is made again with the same key");
+}
+
 /* External mode: what the downstream receives and must do. */
 static void dd_describe_downstream(cJSON *x, const dd_describe_in_t *in)
 {
+    const dd_conf_handler_t *hc = &in->conf->routes[in->route].handler;
     cJSON *o = cJSON_AddObjectToObject(x, "downstream");
 
     cJSON_AddStringToObject(o, "idempotencyKey",
@@ -349,6 +387,7 @@ static void dd_describe_downstream(cJSON *x, const dd_describe_in_t *in)
                                   "the key before acting again."
                                 : "The handler cannot ask the downstream: after a takeover the "
                                   "call is made again, so the effect is at least once.");
+    if (hc->builtin && strcmp(hc->builtin, "http") == 0) dd_describe_http(o, hc);
 }
 
 /* A channel id from a topic: the name itself, pattern<N> for a pattern. */
@@ -482,27 +521,41 @@ done:
     return x;
 }
 
-/* The message's payload: the Avro writer schema, or a JSON Schema of what
- * dedupd reads. */
-static void dd_describe_payload(cJSON *msg, const dd_describe_in_t *in, cJSON *schema)
+/* The message's payload: a JSON Schema of what dedupd reads. */
+static void dd_describe_payload(cJSON *msg, cJSON *schema)
 {
-    const dd_conf_route_t *rt = &in->conf->routes[in->route];
-    cJSON *avro;
-
-    if (rt->dedup.format == DD_FORMAT_AVRO && in->avro && (avro = cJSON_Parse(in->avro))) {
-        cJSON *p = cJSON_AddObjectToObject(msg, "payload");
-        cJSON_AddStringToObject(msg, "contentType", "application/octet-stream");
-        cJSON_AddStringToObject(p, "schemaFormat", "application/vnd.apache.avro;version=1.9.0");
-        cJSON_AddItemToObject(p, "schema", avro);
-        cJSON_AddItemToObject(msg, "x-dedupd-fields", schema);
-        return;
-    }
     cJSON_AddStringToObject(msg, "contentType", "application/json");
     cJSON_AddStringToObject(schema, "description",
                             "What dedupd reads of the payload (strict JSON, docs/KEYS.md): the "
                             "fields of the business key, the ordering key, the shard key and "
                             "the request hash. Other fields are the handler's.");
     cJSON_AddItemToObject(msg, "payload", schema);
+}
+
+/* The message of an Avro route's topic i: its writer schema, the latest
+ * version of its subject, and what dedupd reads of the decoded record. */
+static void dd_describe_avro_msg(cJSON *msgs, const dd_describe_in_t *in, int i,
+                                 const cJSON *schema)
+{
+    const char *topic = in->conf->routes[in->route].topics[i];
+    cJSON *avro = cJSON_Parse(in->avro[i]), *msg, *p;
+    char id[300], subject[320];
+
+    if (!avro) return;
+    snprintf(id, sizeof(id), "message.%s", topic);
+    snprintf(subject, sizeof(subject), "%s-value", topic);
+    msg = cJSON_AddObjectToObject(msgs, id);
+    cJSON_AddStringToObject(msg, "name", topic);
+    cJSON_AddStringToObject(msg, "contentType", "application/octet-stream");
+    cJSON_AddStringToObject(msg, "summary",
+                            "The Confluent wire format around an Avro record (docs/KEYS.md, "
+                            "Avro), decoded into JSON before the key and hash are taken.");
+    p = cJSON_AddObjectToObject(msg, "payload");
+    cJSON_AddStringToObject(p, "schemaFormat", "application/vnd.apache.avro;version=1.9.0");
+    cJSON_AddItemToObject(p, "schema", avro);
+    cJSON_AddStringToObject(msg, "x-dedupd-subject", subject);
+    cJSON_AddNumberToObject(msg, "x-dedupd-subject-version", in->avro_version[i]);
+    cJSON_AddItemToObject(msg, "x-dedupd-fields", cJSON_Duplicate(schema, 1));
 }
 
 static void dd_describe_info(cJSON *doc, const dd_describe_in_t *in, const cJSON *x)
@@ -532,9 +585,11 @@ static void dd_describe_info(cJSON *doc, const dd_describe_in_t *in, const cJSON
 }
 
 /* The channel of topic i and the operation that consumes it. */
-static void dd_describe_consume(cJSON *channels, cJSON *ops, const dd_conf_route_t *rt, int i,
+static void dd_describe_consume(cJSON *channels, cJSON *ops, const dd_describe_in_t *in, int i,
                                 const cJSON *x)
 {
+    const dd_conf_route_t *rt = &in->conf->routes[in->route];
+    char msgid[320];
     cJSON *ch, *op, *chmsgs, *opmsgs;
     char id[300], opid[320];
 
@@ -548,8 +603,10 @@ static void dd_describe_consume(cJSON *channels, cJSON *ops, const dd_conf_route
         cJSON_AddStringToObject(ch, "address", rt->topics[i]);
     }
     chmsgs = cJSON_AddObjectToObject(ch, "messages");
+    snprintf(msgid, sizeof(msgid), "message%s%s", in->avro && in->avro[i] ? "." : "",
+             in->avro && in->avro[i] ? rt->topics[i] : "");
     cJSON_AddItemToObject(chmsgs, "message",
-                          dd_describe_ref("#/components/messages/%s%s", "message", ""));
+                          dd_describe_ref("#/components/messages/%s%s", msgid, ""));
     snprintf(opid, sizeof(opid), "consume.%s", id);
     op = cJSON_AddObjectToObject(ops, opid);
     cJSON_AddStringToObject(op, "action", "receive");
@@ -577,7 +634,7 @@ cJSON *dd_describe_doc(const dd_describe_in_t *in, char *errstr, size_t errstr_s
     channels = cJSON_AddObjectToObject(doc, "channels");
     ops = cJSON_AddObjectToObject(doc, "operations");
     for (int i = 0; i < rt->topic_cnt; i++) {
-        dd_describe_consume(channels, ops, rt, i, x);
+        dd_describe_consume(channels, ops, in, i, x);
         /* dlq.topic: one dead-letter channel for every topic */
         if (!rt->dlq.topic || i == 0) dd_describe_dlq_channel(channels, ops, rt, i);
     }
@@ -586,7 +643,9 @@ cJSON *dd_describe_doc(const dd_describe_in_t *in, char *errstr, size_t errstr_s
     msgs = cJSON_AddObjectToObject(comps, "messages");
     msg = cJSON_AddObjectToObject(msgs, "message");
     cJSON_AddStringToObject(msg, "name", rt->name);
-    dd_describe_payload(msg, in, schema);
+    for (int i = 0; in->avro && i < rt->topic_cnt; i++)
+        if (in->avro[i]) dd_describe_avro_msg(msgs, in, i, schema);
+    dd_describe_payload(msg, schema);
     cJSON_AddItemToObject(msgs, "deadLetter", dd_describe_dlq_message(in->conf, rt, external));
     return doc;
 }

@@ -24,8 +24,11 @@ typedef struct {
     const dd_conf_t *conf;
     int route;             /* index in conf->routes */
     const dd_handler_t *h; /* the route's handler, loaded; NULL: not loaded */
-    const char *avro;      /* an Avro route's writer schema (JSON text), or NULL */
-    const char *avro_subject;
+    /* an Avro route's writer schemas, per topic of the route: the latest
+     * version of subject <topic>-value (JSON text), or NULL (a pattern, or
+     * not an Avro route) */
+    char **avro;
+    const int *avro_version;
 } dd_describe_in_t;
 
 /* The AsyncAPI 3.0 document of in's route (NULL when out of memory, or

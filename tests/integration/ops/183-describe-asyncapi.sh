@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 183: `dedupd describe` writes each route's contract as AsyncAPI 3.0.
 # The shipped example configurations (one route; two routes, one by a
-# pattern, one with its own dead-letter topic; the examples' own) and an
-# external-mode route are described as JSON and as YAML, and every document
+# pattern, one with its own dead-letter topic; the examples' own), an
+# external-mode route, an Avro route (its writer schema from a test
+# registry) and a route of the HTTP handler are described as JSON and as YAML, and every document
 # is validated by the AsyncAPI initiative's own parser (@asyncapi/parser,
 # installed from npm by tests/tools/asyncapi/check). The x-idempotency
 # extension must say what the configuration says: the key template and its
@@ -42,6 +43,31 @@ dedup   = { key = "note:\${id}:\${lines[1].sku}"; hash = ["amount"]; ttl = "3d";
 handler = { path = "$DD_NOTIFY_SO"; config = { database = "d"; socket = "/nonexistent.sock"; }; };
 EOF
 "$DEDUPD" describe -c "$TB_DIR/external.conf" >"$out/external.json" || tb_die "describe external"
+
+# ---- an Avro route: the writer schema of its topic's subject, from the registry
+source "$(dirname "$0")/../avro/avro.sh"
+tb_registry
+tb_avro --versions 2 </dev/null >/dev/null || tb_die "registering the payment schemas failed"
+cat >"$TB_DIR/avro.conf" <<EOF
+kafka   = { brokers = "127.0.0.1:9"; group = "g"; topics = ["payments"]; };
+mysql   = { socket = "/nonexistent.sock"; user = "u"; database = "d"; };
+dedup   = { key = "pay:\${merchant_id}:\${order_no}"; format = "avro"; };
+handler = { path = "$DD_LEDGER_SO"; };
+schema_registry = { url = "$TB_REGISTRY_URL"; timeout = "5s"; };
+EOF
+"$DEDUPD" describe -c "$TB_DIR/avro.conf" >"$out/avro.json" || tb_die "describe an Avro route"
+"$DEDUPD" describe -c "$TB_DIR/avro.conf" --format yaml >"$out/avro.yaml" ||
+  tb_die "describe an Avro route as YAML"
+
+# ---- the HTTP handler: the headers the service gets, as configured
+cat >"$TB_DIR/http.conf" <<EOF
+kafka   = { brokers = "127.0.0.1:9"; group = "g"; topics = ["orders"]; };
+mysql   = { socket = "/nonexistent.sock"; user = "u"; database = "d"; };
+dedup   = { key = "order:\${id}"; };
+handler = { http = { url = "http://127.0.0.1:9/orders"; key_header = "X-Request-Key";
+                     reconcile_url = "http://127.0.0.1:9/orders/\${key}"; }; };
+EOF
+"$DEDUPD" describe -c "$TB_DIR/http.conf" >"$out/http.json" || tb_die "describe the HTTP handler"
 
 tb_check "every document is valid AsyncAPI (@asyncapi/parser)" "$CHECK" "$out"/*.json "$out"/*.yaml
 
@@ -103,6 +129,25 @@ if "unresolved" not in [r["reason"] for r in xe["deadLetterReasons"]]:
     bad.append("external: reason unresolved missing")
 lines = e["components"]["messages"]["message"]["payload"]["properties"]["lines"]
 expect("external array path", (lines["type"], lines["minItems"]), ("array", 2))
+a = doc("avro.json")
+am = a["components"]["messages"]["message.payments"]
+expect("avro: the channel's message", a["channels"]["payments"]["messages"]["message"]["$ref"],
+       "#/components/messages/message.payments")
+expect("avro: subject", (am["x-dedupd-subject"], am["x-dedupd-subject-version"]),
+       ("payments-value", 2))
+expect("avro: schema format", am["payload"]["schemaFormat"],
+       "application/vnd.apache.avro;version=1.9.0")
+expect("avro: the writer schema", am["payload"]["schema"].get("type"), "record")
+reasons = [r["reason"] for r in x(a, "consume.payments")["deadLetterReasons"]]
+for r in ("bad_avro", "schema_unknown"):
+    if r not in reasons: bad.append("avro: reason %s missing" % r)
+
+h = x(doc("http.json"), "consume.orders")
+expect("http: mode", h["mode"], "external")
+hh = h["downstream"].get("http", {})
+expect("http: the key's header", hh.get("idempotencyKeyHeader"), "X-Request-Key")
+expect("http: the fence's header", hh.get("fenceHeader"), "Dedupd-Fence")
+if not hh.get("reconcile", "").startswith("GET"): bad.append("http: no reconcile GET")
 print("ok" if not bad else "\n".join(bad))
 PY
 )"
