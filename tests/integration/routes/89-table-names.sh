@@ -28,10 +28,10 @@ refused() { # LABEL CONF WANT
 TB_CONF="$TB_DIR/case.conf" tb_config_routes "$(route a a dedup_a),
 $(route b b DEDUP_A)"
 refused "tables equal but for case" "$TB_DIR/case.conf" \
-  "case.conf:10: route b: setting table: route a (${TB_DIR}/case.conf:8) has the dedup table dedup_a, the same name but for case"
+  "case.conf:11: route b: setting table: route a (${TB_DIR}/case.conf:9) has the dedup table dedup_a, the same name but for case"
 TB_CONF="$TB_DIR/own.conf" tb_config_routes "$(route a a dedupd_schema)"
 refused "dedupd's own table" "$TB_DIR/own.conf" \
-  "own.conf:8: route a: setting table: \"dedupd_schema\": names starting with dedupd_ (in any case) are dedupd's own tables"
+  "own.conf:9: route a: setting table: \"dedupd_schema\": names starting with dedupd_ (in any case) are dedupd's own tables"
 TB_HANDLER="$DD_TEST_HANDLER_DIR/th_scripted.so" TB_KEY='k:${id}' \
   TB_DEDUP_EXTRA='table = "Dedupd_Shard_Layout";' tb_config "$TB_DIR/layout.conf"
 refused "dedupd's own table, any case, without routes" "$TB_DIR/layout.conf" \
