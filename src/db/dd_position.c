@@ -11,7 +11,12 @@
  * goes with the offset that wins), and before writing reads back the rows
  * it watches: a row lower than what the shard held is a database that
  * went back under the running process, which stops writing and tells the
- * pipeline (the next start then finds the database's real position). An
+ * pipeline (the next start then finds the database's real position). A
+ * write whose connection was lost leaves its outcome unknown: if the rows
+ * are found below it after the server restarted (another start time), the
+ * write may have been committed and then lost with the server's state, so
+ * that counts as going back too; on a server that stayed up it was simply
+ * not committed. An
  * entry whose rows were found to be another life's is written once
  * without GREATEST (`reset`), so that a restart does not find them again.
  * The writes are autocommit statements of their own, after the batch
@@ -85,6 +90,7 @@ typedef struct {
     dd_position_check_t check; /* written with want */
     int64_t *seen;             /* per shard: the highest position it is known to hold; -1 none */
     unsigned char *reset;      /* per shard: write want as it is, not GREATEST */
+    int64_t *tried; /* per shard: written when the connection was lost (unknown outcome); -1 */
 } dd_position_entry_t;
 
 typedef struct {
@@ -105,6 +111,8 @@ typedef struct {
     size_t row_cnt;
     int64_t due_ms; /* the next write */
     int down;       /* the last attempt failed (logged once per outage) */
+    int64_t server_start; /* the connection's server started then (s since the epoch); 0 unknown */
+    int64_t tried_start;  /* server_start when a write's outcome became unknown; 0 none */
     dd_buf_t sql, forced;
 } dd_position_shard_t;
 
@@ -204,17 +212,19 @@ static dd_position_entry_t *dd_position_entry(dd_position_t *pos, const char *to
     e->topic = strdup(topic);
     e->seen = malloc((size_t)pos->shard_cnt * sizeof(*e->seen));
     e->reset = calloc((size_t)pos->shard_cnt, 1);
-    if (!e->topic || !e->seen || !e->reset) {
+    e->tried = malloc((size_t)pos->shard_cnt * sizeof(*e->tried));
+    if (!e->topic || !e->seen || !e->reset || !e->tried) {
         free(e->topic);
         free(e->seen);
         free(e->reset);
+        free(e->tried);
         return NULL;
     }
     e->partition = partition;
     e->want = -1;
     e->check.offset = -1;
     for (int s = 0; s < pos->shard_cnt; s++)
-        e->seen[s] = -1;
+        e->seen[s] = e->tried[s] = -1;
     pos->cnt++;
     return e;
 }
@@ -239,15 +249,25 @@ static int64_t dd_position_row_at(const dd_position_shard_t *ps, const char *top
 
 /* ---- a shard's thread ---- */
 
-/* Connects when needed; 0 or the class of the error. */
+/* When the server started, to tell a restart from a connection lost. */
+static const char dd_position_start_sql[] =
+    "SELECT CAST(UNIX_TIMESTAMP() - VARIABLE_VALUE AS UNSIGNED) FROM "
+    "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'";
+
+/* Connects when needed, learning when its server started; 0 or the class
+ * of the error. mu not held. */
 static int dd_position_connect(dd_position_shard_t *ps, char *err, size_t err_size)
 {
+    uint64_t start = 0;
     int rc = DD_OK;
 
+    if (ps->db && dd_db_mysql(ps->db)) return DD_OK;
     if (!ps->db)
         rc = dd_db_new_shard(&ps->db, ps->pos->conf, ps->shard, err, err_size);
-    else if (!dd_db_mysql(ps->db))
+    else
         rc = dd_db_reconnect(ps->db, err, err_size);
+    if (!rc) rc = dd_db_count(dd_db_mysql(ps->db), dd_position_start_sql, &start, err, err_size);
+    if (!rc) ps->server_start = (int64_t)start;
     return rc;
 }
 
@@ -396,10 +416,31 @@ static void dd_position_verify(dd_position_shard_t *ps, const dd_position_row_t 
     dd_position_shard_t tmp = {.rows = (dd_position_row_t *)rows, .row_cnt = cnt};
     char who[340];
 
+    /* a server started at another time (beyond the clocks' second) */
+    int restarted = ps->tried_start && (ps->server_start > ps->tried_start + 2 ||
+                                        ps->server_start < ps->tried_start - 2);
+
     for (size_t i = 0; i < pos->cnt && !pos->stopped; i++) {
         dd_position_entry_t *e = &pos->entries[i];
         int64_t now = dd_position_row_at(&tmp, e->topic, e->partition);
+        int64_t tried = e->tried[ps->shard];
         char at[32] = "none";
+        e->tried[ps->shard] = -1;
+        if (e->active && tried > e->seen[ps->shard] && now >= tried) e->seen[ps->shard] = tried;
+        if (e->active && tried > e->seen[ps->shard] && restarted) {
+            if (now >= 0) snprintf(at, sizeof(at), "%lld", (long long)now);
+            pos->stopped = 1;
+            snprintf(pos->stopped_msg, sizeof(pos->stopped_msg),
+                     "the database's position of group %s, %s [%d] in %s is %s, below %lld that "
+                     "this process wrote as its connection was lost and the server restarted "
+                     "(a restore, a failover to a replica that lagged, or a crash before the "
+                     "write was durable); a restart reads again from the database's position "
+                     "what it may have lost",
+                     pos->conf->kafka.group, e->topic, (int)e->partition,
+                     dd_conf_shard_name(pos->conf, ps->shard, who, sizeof(who)), at,
+                     (long long)tried);
+            break;
+        }
         if (!e->active || e->seen[ps->shard] < 0 || now >= e->seen[ps->shard]) continue;
         if (now >= 0) snprintf(at, sizeof(at), "%lld", (long long)now);
         pos->stopped = 1;
@@ -411,6 +452,7 @@ static void dd_position_verify(dd_position_shard_t *ps, const dd_position_row_t 
                  dd_conf_shard_name(pos->conf, ps->shard, who, sizeof(who)),
                  (long long)e->seen[ps->shard], at);
     }
+    ps->tried_start = 0;
 }
 
 /* One row's values: the group, its digest, the partition, want and its
@@ -490,6 +532,22 @@ static int dd_position_exec(dd_position_shard_t *ps, char *err, size_t err_size)
     return rc;
 }
 
+/* After a failed upsert: when its connection was lost, the entries it
+ * wrote may or may not be in the database (remembered in tried, for the
+ * next read back to compare); returns 1 then. mu held. */
+static int dd_position_unknown(dd_position_shard_t *ps, const int64_t *vals, size_t entry_cnt)
+{
+    dd_position_t *pos = ps->pos;
+
+    if (ps->db && dd_db_mysql(ps->db)) return 0; /* still connected: the statement failed */
+    for (size_t i = 0; vals && i < entry_cnt; i++) {
+        dd_position_entry_t *e = &pos->entries[i];
+        if (vals[i] >= 0 && !e->reset[ps->shard] && vals[i] > e->tried[ps->shard])
+            e->tried[ps->shard] = vals[i];
+    }
+    return 1;
+}
+
 /* One write: read back, compare, upsert. mu held on entry and exit. */
 static void dd_position_do_write(dd_position_shard_t *ps, uint64_t gen)
 {
@@ -515,6 +573,7 @@ static void dd_position_do_write(dd_position_shard_t *ps, uint64_t gen)
     dd_position_rows_free(rows, cnt);
     pthread_mutex_lock(&pos->mu);
     if (rc) dd_position_failed(ps, "write", rc, err);
+    if (rc && n && dd_position_unknown(ps, vals, entry_cnt)) ps->tried_start = ps->server_start;
     if (!rc) {
         ps->down = 0;
         for (size_t i = 0; vals && i < entry_cnt; i++) {
@@ -641,6 +700,7 @@ void dd_position_destroy(dd_position_t *pos)
         free(pos->entries[i].topic);
         free(pos->entries[i].seen);
         free(pos->entries[i].reset);
+        free(pos->entries[i].tried);
     }
     free(pos->entries);
     free(pos->shards);
@@ -738,6 +798,7 @@ void dd_position_track(dd_position_t *pos, const char *topic, int32_t partition,
             dd_position_shard_t *ps = &pos->shards[s];
             e->seen[s] =
                 ps->load_done == pos->load_gen ? dd_position_row_at(ps, topic, partition) : floor;
+            e->tried[s] = -1;
         }
     }
     pthread_mutex_unlock(&pos->mu);
@@ -752,7 +813,7 @@ void dd_position_reset(dd_position_t *pos, const char *topic, int32_t partition,
     if ((e = dd_position_assigned(pos, topic, partition, keep))) {
         e->want = start;
         for (int s = 0; s < pos->shard_cnt; s++) {
-            e->seen[s] = -1; /* nothing the shard holds counts until it is rewritten */
+            e->seen[s] = e->tried[s] = -1; /* nothing held counts until it is rewritten */
             e->reset[s] = 1;
         }
         pthread_cond_broadcast(&pos->cv);

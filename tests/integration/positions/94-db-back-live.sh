@@ -41,12 +41,20 @@ tb_check "dedupd kept running through the outage" kill -0 "$live"
 
 tail -n +2001 "$TB_DIR/stream.txt" | tb_produce 2>/dev/null || tb_die "produce failed"
 rc=0
-timeout --foreground "$(tb_secs 60)" tail --pid="$live" -f /dev/null ||
+if ! timeout --foreground "$(tb_secs 60)" tail --pid="$live" -f /dev/null; then
+  kill -9 "$live" 2>/dev/null
   tb_not_ok "the running dedupd did not stop"
+fi
 wait "$live" || rc=$?
 tb_eq "the running dedupd stops with exit status 1" 1 "$rc"
+# The write of 2,000 may have lost its connection as the server stopped
+# (committed, not acknowledged): then the rows are found below what it
+# wrote, on a server that restarted, and Kafka's offsets were held at what
+# the database acknowledged, so the restart has nothing to rewind.
+unknown=0
+grep -q "below [0-9]* that this process wrote as its connection was lost" "$TB_DIR/live.log" && unknown=1
 tb_check "its error names the partition, the shard and both positions" \
-  grep -Eq "level=error msg=\"Stopping: the database's position of group tg, payments \[[01]\] in .* went back from [0-9]+ to [0-9]+ while this process ran" "$TB_DIR/live.log"
+  grep -Eq "level=error msg=\"Stopping: the database's position of group tg, payments \[[01]\] in .* (went back from [0-9]+ to [0-9]+ while this process ran|is [0-9]+, below [0-9]+ that this process wrote as its connection was lost and the server restarted)" "$TB_DIR/live.log"
 tb_eq "it did not write its positions over the database's" 1000 \
   "$(tb_sql "SELECT SUM(next_offset) FROM dedupd_position WHERE group_id = 'tg'")"
 
@@ -54,5 +62,9 @@ tb_run || tb_die "the restart failed"
 tb_expect_ledger "$TB_DIR/expect.json"
 tb_expect_outcome "$TB_DIR/expect.json"
 tb_assert_committed_at_end
-tb_eq "a rewind counted per partition" 2 "$(tb_summary position_rewinds)"
+if ((unknown)); then
+  tb_eq "no rewind: Kafka's offsets waited for what the database acknowledged" 0 "$(tb_summary position_rewinds)"
+else
+  tb_eq "a rewind counted per partition" 2 "$(tb_summary position_rewinds)"
+fi
 tb_done
